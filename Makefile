@@ -1,0 +1,103 @@
+# Attention, by hand and by library: build, test and refresh the book.
+# Everything runs from the project's own virtualenv (.venv); the system python is only
+# used once, to create it.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DELETE_ON_ERROR:
+.DEFAULT_GOAL := help
+
+VENV  := .venv
+BIN   := $(VENV)/bin
+STAMP := $(VENV)/.stamp
+NOTEBOOKS := $(wildcard chapters/*.ipynb)
+EXEC_TIMEOUT := 600
+
+# Determinism. MPLBACKEND=Agg is set for the unit tests only: exported globally it
+# would stop Jupyter kernels from using the inline backend, and figures would vanish
+# from notebooks and the book. OMP_NUM_THREADS is deliberately left alone.
+export PYTHONHASHSEED := 0
+export KERAS_BACKEND := torch
+# Prefer the venv's Jupyter data (its python3 kernel) over any per-user kernel spec.
+export JUPYTER_PREFER_ENV_PATH := 1
+
+JB_BUILD := $(BIN)/jupyter-book build . -W -n --keep-going
+
+.PHONY: help env book test unittest nbval lint execute clean distclean
+
+help:
+	@echo "make book       build the HTML book into _build/html (executes changed notebooks)"
+	@echo "make test       unit tests, nbval on chapters/*.ipynb, ruff, full book build (-W -n)"
+	@echo "make execute    re-execute every chapters/*.ipynb in place from a fresh kernel"
+	@echo "make lint       ruff check + ruff format --check"
+	@echo "make clean      remove _build and caches (keeps .venv)"
+	@echo "make distclean  clean, and remove .venv"
+
+# ---- environment --------------------------------------------------------------------
+env: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install -r requirements.txt
+	$(BIN)/python -m pip install -e . --no-deps
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (.venv)"
+	touch $@
+
+# ---- book ---------------------------------------------------------------------------
+# A failed build forgets Sphinx's saved environment, so the next (incremental) build
+# re-reads every page and reports the same warnings again instead of passing.
+book: $(STAMP)
+	$(JB_BUILD) || { rm -f _build/.doctrees/environment.pickle; exit 1; }
+	@echo "Book: $(CURDIR)/_build/html/index.html"
+
+# ---- tests --------------------------------------------------------------------------
+# The book is built with --all (a fresh Sphinx environment) so that warnings of pages
+# unchanged since the last build are reported again; executed notebooks still come
+# from the execution cache.
+test: $(STAMP)
+	$(MAKE) --no-print-directory unittest nbval lint
+	$(JB_BUILD) --all || { rm -f _build/.doctrees/environment.pickle; exit 1; }
+	@echo "Book: $(CURDIR)/_build/html/index.html"
+
+unittest: $(STAMP)
+	MPLBACKEND=Agg $(BIN)/pytest tests/
+
+# nbval runs each notebook in its own kernel "python3" (the venv's kernel spec, as
+# `make execute` and the book build do). pytest exits 5 when it collects nothing
+# (a notebook without code cells): not a failure.
+nbval: $(STAMP)
+ifneq ($(NOTEBOOKS),)
+	$(BIN)/pytest --nbval chapters/ \
+	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly || [ $$? -eq 5 ]
+else
+	@echo "nbval: no chapters/*.ipynb yet, skipped"
+endif
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+# ---- refresh stored notebook outputs ------------------------------------------------
+execute: $(STAMP)
+ifneq ($(NOTEBOOKS),)
+	for nb in $(NOTEBOOKS); do \
+	    echo "executing $$nb"; \
+	    $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+	        --ExecutePreprocessor.kernel_name=python3 \
+	        --ExecutePreprocessor.timeout=$(EXEC_TIMEOUT) \
+	        --ExecutePreprocessor.record_timing=False \
+	        "$$nb"; \
+	done
+else
+	@echo "execute: no chapters/*.ipynb yet"
+endif
+
+# ---- cleaning -----------------------------------------------------------------------
+clean:
+	rm -rf _build .pytest_cache .ruff_cache .hypothesis
+	find . -path ./$(VENV) -prune -o \
+	    \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print0 \
+	    | xargs -0 rm -rf
+
+distclean: clean
+	rm -rf $(VENV)
