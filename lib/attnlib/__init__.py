@@ -16,7 +16,13 @@ from attnlib.attention import (
     scaled_dot_product_attention,
     softmax,
 )
-from attnlib.embeddings import Embeddings, load_glove, read_glove_text, tokenize
+from attnlib.embeddings import (
+    Embeddings,
+    UnknownWordError,
+    load_glove,
+    read_glove_text,
+    tokenize,
+)
 from attnlib.multihead import MultiHeadAttention, NaiveMultiHeadAttention
 from attnlib.similarity import cosine_matrix, cosine_similarity
 
@@ -27,6 +33,7 @@ __all__ = [
     "MultiHeadAttention",
     "NaiveMultiHeadAttention",
     "SelfAttention",
+    "UnknownWordError",
     "attention_weights",
     "causal_mask",
     "convert",

@@ -8,8 +8,9 @@ from torch import Tensor
 
 
 def shape_str(shape) -> str:
-    """``(2, 7, 12)`` for a ``torch.Size``/tuple, the way the error messages print shapes."""
-    return "(" + ", ".join(str(int(s)) for s in shape) + ")"
+    """``(2, 7, 12)`` for a ``torch.Size``/tuple, the way the error messages print shapes
+    (``(4,)`` for one dimension, as Python prints a 1-tuple)."""
+    return "(" + ", ".join(str(int(s)) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def check_tensor(name: str, x, ranks: tuple[int, ...]) -> Tensor:
@@ -17,7 +18,10 @@ def check_tensor(name: str, x, ranks: tuple[int, ...]) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
     if x.dim() not in ranks:
-        want = " or ".join(f"{r}-D" for r in ranks)
+        if len(ranks) > 2 and ranks == tuple(range(ranks[0], ranks[-1] + 1)):
+            want = f"at least {ranks[0]}-D"  # (..., L, D): any number of batch dimensions
+        else:
+            want = " or ".join(f"{r}-D" for r in ranks)
         raise ValueError(f"{name} must be {want}; got {x.dim()}-D with shape {shape_str(x.shape)}")
     if not x.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor; got dtype {x.dtype}")
@@ -36,10 +40,10 @@ def check_mask(mask, target: tuple[int, ...], allowed: str) -> Tensor:
             f"mask must be a boolean tensor (True = may attend); got dtype {mask.dtype}. "
             "Convert an additive float mask with `mask == 0`, a PyTorch attn_mask with `~attn_mask`"
         )
-    ok = mask.dim() <= len(target) and all(
+    ok = 1 <= mask.dim() <= len(target) and all(
         m in (1, t) for m, t in zip(reversed(mask.shape), reversed(target))
     )
-    if not ok or mask.shape[-2:] != torch.Size(target[-2:]):
+    if not ok:  # e.g. a key-padding mask (N, 1, S) broadcasts over the queries: accepted
         raise ValueError(
             f"mask must have shape {allowed} = {shape_str(target)} "
             f"(broadcastable); got {shape_str(mask.shape)}"

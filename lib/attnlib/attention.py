@@ -87,6 +87,9 @@ def causal_mask(L: int, S: int | None = None, device=None) -> Tensor:
     Returns:
         Boolean tensor of shape ``(L, S)``.
 
+    Shape:
+        output: ``(L, S)``, broadcastable against scores ``(..., L, S)``.
+
     Raises:
         ValueError: if ``L`` or ``S`` is not a positive integer.
 

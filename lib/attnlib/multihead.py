@@ -65,12 +65,14 @@ def _prepare(query, key, value, mask, embed_dim: int, num_heads: int):
     N, L, S = query.shape[0], query.shape[1], key.shape[1]
     if mask is not None:
         if batched:
-            target, allowed = (N, num_heads, L, S), "(L, S), (N, L, S) or (N, H, L, S)"
+            allowed = "(L, S), (N, L, S) or (N, H, L, S)"
+            if isinstance(mask, Tensor) and mask.dim() == 3:  # (N, L, S): check before
+                check_mask(mask, (N, L, S), allowed)  # aligning it with (N, H, L, S)
+                mask = mask.unsqueeze(1)  # (N, 1, L, S): the same mask for every head
+            else:
+                check_mask(mask, (N, num_heads, L, S), allowed)
         else:
-            target, allowed = (num_heads, L, S), "(L, S) or (H, L, S)"
-        check_mask(mask, target, allowed)
-        if batched and mask.dim() == 3:
-            mask = mask.unsqueeze(1)  # (N, 1, L, S): the same mask for every head
+            check_mask(mask, (num_heads, L, S), "(L, S) or (H, L, S)")
     return query, key, value, mask, batched
 
 
@@ -183,9 +185,24 @@ class NaiveMultiHeadAttention(nn.Module):
     is visible as a module. Same arguments, shapes and errors as :class:`MultiHeadAttention`;
     ``need_weights=False`` only drops the weights.
 
+    Args:
+        embed_dim: ``E``.
+        num_heads: ``H``; must divide ``E``. Each head has ``D = E / H`` dimensions.
+        bias: add learned biases to the projections of every head and to ``out_proj``.
+
     Attributes:
         heads: ``nn.ModuleList`` of ``H`` ``SelfAttention(E, D, bias)``.
         out_proj: ``nn.Linear(E, E)``.
+
+    Shape:
+        As :class:`MultiHeadAttention`: ``query`` ``(L, E)`` or ``(N, L, E)``; ``key``,
+        ``value`` ``(S, E)`` or ``(N, S, E)``; ``mask`` ``(L, S)``, ``(N, L, S)`` or
+        ``(N, H, L, S)``; output ``(L, E)`` or ``(N, L, E)``; weights ``(H, L, S)`` or
+        ``(N, H, L, S)``.
+
+    Raises:
+        ValueError: if ``E`` is not divisible by ``H``, an input has the wrong rank or size,
+        or ``mask`` the wrong shape. TypeError: non-float input or non-boolean mask.
 
     Example:
         >>> torch.manual_seed(0)

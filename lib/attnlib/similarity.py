@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch  # noqa: F401  (the examples use it)
 import torch.nn.functional as F
 from torch import Tensor
 

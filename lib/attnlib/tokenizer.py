@@ -63,8 +63,11 @@ class Vocabulary:
         """Indices of the words of ``sentence`` as a ``(1, n)`` LongTensor (a batch of one).
 
         Raises:
+            TypeError: if ``sentence`` is not a ``str``. ValueError: if it has no word.
             KeyError: naming every word that is not in the vocabulary.
         """
+        if not isinstance(sentence, str):
+            raise TypeError(f"sentence must be a str; got {type(sentence).__name__}")
         words = [w for w in sentence.lower().split(" ") if w]
         if not words:
             raise ValueError(f"sentence must contain at least one word; got {sentence!r}")

@@ -1,0 +1,288 @@
+"""attnlib.embeddings: the packaged GloVe vectors, the GloVe text format, look-ups."""
+
+import os
+import stat
+
+import attnlib.embeddings as embeddings_module
+import numpy as np
+import pytest
+import torch
+from attnlib import Embeddings, load_glove, read_glove_text, tokenize
+from attnlib.embeddings import UnknownWordError, write_glove_text
+from conftest import AMAZON_SENTENCE, GLOVE_SUBSET, SHIP_SENTENCE
+
+SHIP_START = [1.5213, 0.10522, 0.38162, -0.50801]
+
+# ---------------------------------------------------------------- tokenize
+
+
+def test_tokenize_is_lower_split():
+    assert tokenize(SHIP_SENTENCE) == SHIP_SENTENCE.lower().split()
+    assert tokenize("  We  PROCESS\tand\nship ") == ["we", "process", "and", "ship"]
+
+
+@pytest.mark.parametrize("sentence", ["", "   ", "\n\t"])
+def test_bad_tokenize_empty(sentence):
+    with pytest.raises(ValueError, match=r"sentence must contain at least one word; got"):
+        tokenize(sentence)
+
+
+def test_bad_tokenize_type():
+    with pytest.raises(TypeError, match="sentence must be a str; got list"):
+        tokenize(["ship"])
+
+
+# ---------------------------------------------------------------- Embeddings
+
+
+def test_embeddings_basics(small_embeddings):
+    e = small_embeddings
+    assert len(e) == 5 and e.dim == 3 and e.words[1] == "crew"
+    assert "sea" in e and "ocean" not in e
+    assert torch.equal(e["crew"], torch.tensor([0.8, 0.6, 0.0]))
+    assert e["crew"].dtype == torch.float32
+    assert repr(e) == "Embeddings(5 words, dim=3)"
+    m = e.matrix("Ship sea ship")  # a sentence is tokenized
+    assert m.shape == (3, 3)
+    assert torch.equal(m, torch.stack([e["ship"], e["sea"], e["ship"]]))
+    assert torch.equal(e.matrix(["order", "boat"])[0], torch.tensor([0.0, 1.0, 0.0]))
+
+
+def test_embeddings_from_numpy_float64_gives_float32():
+    e = Embeddings(["a", "b"], np.array([[1.0, 2.0], [3.0, 4.0]]))
+    assert e.vectors.dtype == torch.float32 and e.vectors.shape == (2, 2)
+    assert e["b"].dtype == torch.float32
+
+
+def test_most_similar_small(small_embeddings):
+    result = small_embeddings.most_similar("ship", k=2)
+    # cos(ship, boat) = .9 / |(.9, .1, .1)|, cos(ship, crew) = .8
+    assert [w for w, _ in result] == ["boat", "crew"]
+    assert result[0][1] == pytest.approx(0.9 / np.sqrt(0.83), abs=1e-6)
+    assert result[1][1] == pytest.approx(0.8, abs=1e-6)
+    everything = small_embeddings.most_similar("ship", k=100)
+    assert len(everything) == 4 and "ship" not in [w for w, _ in everything]
+    by_vector = small_embeddings.most_similar(torch.tensor([0.0, 0.0, 2.0]), k=1)
+    assert by_vector[0][0] == "sea" and by_vector[0][1] == pytest.approx(1.0)
+
+
+def test_bad_unknown_words_small(small_embeddings):
+    with pytest.raises(UnknownWordError) as info:
+        small_embeddings.matrix(["shipp", "sea", "crewe", "shipp", "xyzzy"])
+    message = str(info.value)
+    assert message.startswith("unknown words not in the 5-word vocabulary")
+    assert "'shipp' (close matches: ship)" in message
+    assert "'crewe' (close matches: crew)" in message
+    assert "'xyzzy' (no close match)" in message
+    assert info.value.words == ["shipp", "crewe", "xyzzy"]  # each once, in order
+    assert isinstance(info.value, KeyError)
+    with pytest.raises(
+        KeyError,
+        match=r"unknown word not in the 5-word vocabulary: 'shipp' \(close matches: ship\)",
+    ):
+        small_embeddings["shipp"]
+    with pytest.raises(KeyError, match=r"'crewe' \(close matches: crew\)"):
+        small_embeddings.most_similar("crewe")
+
+
+def test_bad_unknown_words_glove(glove):
+    # 'shipp' and 'crewe' are GloVe words (a surname, a town): misspell harder
+    with pytest.raises(
+        KeyError,
+        match=r"unknown words not in the 400000-word vocabulary: "
+        r"'shhip' \(close matches: ship.*\); 'crrew' \(close matches: crew",
+    ):
+        glove.matrix("I must go back to my shhip and to my crrew")
+
+
+def test_bad_empty_words(small_embeddings):
+    with pytest.raises(ValueError, match="sentence must contain at least one word; got ''"):
+        small_embeddings.matrix("")
+    with pytest.raises(
+        ValueError, match="words must contain at least one word; got an empty sequence"
+    ):
+        small_embeddings.matrix([])
+
+
+@pytest.mark.parametrize("k", [0, -1, 2.5, True])
+def test_bad_most_similar_k(small_embeddings, k):
+    with pytest.raises(ValueError, match=rf"k must be a positive integer; got {k!r}"):
+        small_embeddings.most_similar("ship", k=k)
+
+
+def test_bad_most_similar_vector(small_embeddings):
+    with pytest.raises(
+        ValueError, match=r"word_or_vector must be a word or a vector of shape \(3,\); got \(4,\)"
+    ):
+        small_embeddings.most_similar(torch.ones(4))
+
+
+def test_bad_embeddings_construction():
+    with pytest.raises(
+        ValueError, match=r"vectors must have one row per word, \(3, D\); got \(2, 4\)"
+    ):
+        Embeddings(["a", "b", "c"], torch.zeros(2, 4))
+    with pytest.raises(ValueError, match=r"words must not repeat; got repeated \['a'\]"):
+        Embeddings(["a", "b", "a"], torch.zeros(3, 4))
+    with pytest.raises(ValueError, match=r"vectors must be a 2-D array \(V, D\); got \(4,\)"):
+        Embeddings(["a"], torch.zeros(4))
+
+
+# ---------------------------------------------------------------- load_glove
+
+
+def test_load_glove_ship(glove):
+    assert len(glove) == 400_000 and glove.dim == 50
+    ship = glove["ship"]
+    assert ship.shape == (50,) and ship.dtype == torch.float32
+    torch.testing.assert_close(ship[:4], torch.tensor(SHIP_START), atol=0, rtol=0)
+    assert glove.words[:3] == ["the", ",", "."]  # the original file order
+
+
+def test_load_glove_sentence_matrices(glove):
+    assert glove.matrix(SHIP_SENTENCE).shape == (11, 50)
+    assert glove.matrix(AMAZON_SENTENCE).shape == (6, 50)
+    assert torch.equal(glove.matrix(SHIP_SENTENCE)[6], glove["ship"])
+
+
+def test_most_similar_ship(glove):
+    neighbours = glove.most_similar("ship")
+    words = [w for w, _ in neighbours]
+    assert len(neighbours) == 10
+    assert "vessel" in words and "ships" in words and "ship" not in words
+    cosines = [c for _, c in neighbours]
+    assert cosines == sorted(cosines, reverse=True) and all(-1 <= c <= 1 for c in cosines)
+    assert words[0] == "vessel" and cosines[0] == pytest.approx(0.9362, abs=1e-4)
+    assert glove.most_similar(glove["ship"], k=1)[0][0] == "ship"  # a vector is not excluded
+
+
+def test_bad_load_glove_dim():
+    with pytest.raises(ValueError, match="dim must be 50 .*; got 100"):
+        load_glove(100)
+
+
+# ---------------------------------------------------------------- GloVe text format
+
+
+def test_read_glove_subset_equals_packaged_vectors(glove):
+    subset = read_glove_text(GLOVE_SUBSET)
+    assert subset.dim == 50 and len(subset) > 500
+    assert subset.words[:3] == ["the", ",", "."]
+    for word in tokenize(SHIP_SENTENCE) + tokenize(AMAZON_SENTENCE) + ["vessel", "ships"]:
+        assert word in subset
+    assert np.array_equal(subset.vectors.numpy(), glove.matrix(subset.words).numpy())
+    torch.testing.assert_close(subset["ship"][:4], torch.tensor(SHIP_START), atol=0, rtol=0)
+    # the file keeps the original text: 'ship 1.5213 0.10522 0.38162 -0.50801 ...'
+    text = GLOVE_SUBSET.read_text(encoding="utf-8")
+    assert "\nship 1.5213 0.10522 0.38162 -0.50801 " in text
+
+
+def test_read_glove_tolerates_trailing_blank_lines_and_spaces(tmp_path):
+    path = tmp_path / "g.txt"
+    path.write_text("cat 1 2.5  -3\ndog 4 5 6 \n\n", encoding="utf-8")
+    e = read_glove_text(path)
+    assert e.words == ["cat", "dog"]
+    assert torch.equal(e.vectors, torch.tensor([[1.0, 2.5, -3.0], [4.0, 5.0, 6.0]]))
+
+
+def test_write_read_round_trip_exact(tmp_path):
+    rng = np.random.default_rng(0)
+    exponents = rng.integers(-8, 8, (20, 7)).astype(np.float32)
+    vectors = (rng.standard_normal((20, 7)) * 10.0**exponents).astype(np.float32)
+    vectors[0, :4] = SHIP_START
+    vectors[1, :3] = [np.float32(1) / 3, -0.0, np.finfo(np.float32).max]
+    vectors[2, :2] = [np.finfo(np.float32).tiny, 1e-45]  # smallest normal and subnormal
+    words = ["ship"] + [f"w{i}" for i in range(1, 20)]
+    path = write_glove_text(tmp_path / "out.txt", words, vectors)
+    assert path == tmp_path / "out.txt"
+    back = read_glove_text(path)
+    assert back.words == words
+    assert np.array_equal(back.vectors.numpy(), vectors)  # bit for bit
+    assert path.read_text(encoding="utf-8").startswith("ship 1.5213 0.10522 0.38162 -0.50801 ")
+    assert sorted(os.listdir(tmp_path)) == ["out.txt"]  # no temporary file left behind
+
+
+def test_write_glove_from_tensor_and_permissions(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = write_glove_text(
+            tmp_path / "t.txt", ["a", "b"], torch.tensor([[1.0, 2.0], [3.0, 4.5]])
+        )
+    finally:
+        os.umask(old)
+    assert path.read_text(encoding="utf-8") == "a 1.0 2.0\nb 3.0 4.5\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not mkstemp's 0600
+
+
+def test_write_glove_is_atomic_on_error(tmp_path, monkeypatch):
+    path = tmp_path / "keep.txt"
+    path.write_text("old 1.0\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"vectors must have shape \(2, D\); got \(3, 2\)"):
+        write_glove_text(path, ["a", "b"], np.zeros((3, 2)))
+    with pytest.raises(
+        ValueError, match=r"words must be non-empty and contain no white space; got \['a b', ''\]"
+    ):
+        write_glove_text(path, ["a b", "", "c"], np.zeros((3, 2)))
+
+    def failing_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(embeddings_module.os, "replace", failing_replace)
+    with pytest.raises(OSError, match="disk full"):
+        write_glove_text(path, ["a"], np.ones((1, 2)))
+    assert path.read_text(encoding="utf-8") == "old 1.0\n"  # untouched
+    assert sorted(os.listdir(tmp_path)) == ["keep.txt"]  # the temporary file is removed
+
+
+def test_bad_glove_missing_file(tmp_path):
+    with pytest.raises(
+        FileNotFoundError, match=r"GloVe file not found: '.*nope\.txt' \(no such file\)"
+    ):
+        read_glove_text(tmp_path / "nope.txt")
+
+
+def test_bad_glove_wrong_count(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("cat 1 2 3 4\ndog 1 2 3 4\nship 1 2 3\n", encoding="utf-8")
+    with pytest.raises(
+        ValueError,
+        match=r"bad\.txt, line 3: expected a word and 4 numbers; got 3 values after 'ship'",
+    ):
+        read_glove_text(path)
+
+
+def test_bad_glove_short_line_hidden_by_a_long_one(tmp_path):
+    """3 + 2 + 4 numbers = 3 lines x 3: the total alone would not notice."""
+    path = tmp_path / "shifted.txt"
+    path.write_text("cat 1 2 3\ndog 1 2\nship 1 2 3 4\n", encoding="utf-8")
+    with pytest.raises(
+        ValueError,
+        match=r"shifted\.txt, line 2: expected a word and 3 numbers; got 2 values after 'dog'",
+    ):
+        read_glove_text(path)
+
+
+def test_bad_glove_not_a_number(tmp_path):
+    path = tmp_path / "nan.txt"
+    path.write_text("cat 1 2 3\ndog 1 two 3\n", encoding="utf-8")
+    with pytest.raises(
+        ValueError, match=r"nan\.txt, line 2: value 'two' after 'dog' is not a number"
+    ):
+        read_glove_text(path)
+
+
+def test_bad_glove_empty_file(tmp_path):
+    path = tmp_path / "empty.txt"
+    path.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"empty\.txt: empty GloVe file"):
+        read_glove_text(path)
+
+
+def test_bad_glove_words_without_numbers(tmp_path):
+    path = tmp_path / "words.txt"
+    path.write_text("cat\ndog\n", encoding="utf-8")
+    with pytest.raises(
+        ValueError,
+        match=r"words\.txt, line 1: expected a word and some numbers; got 0 values after 'cat'",
+    ):
+        read_glove_text(path)

@@ -1,0 +1,191 @@
+"""The attnlib package: lazy imports, public names, docstrings and their examples."""
+
+import doctest
+import importlib
+import inspect
+import subprocess
+import sys
+
+import attnlib
+import pytest
+import torch
+from conftest import ROOT
+
+MODULES = [
+    "attnlib.attention",
+    "attnlib.convert",
+    "attnlib.display",
+    "attnlib.efficient",
+    "attnlib.embeddings",
+    "attnlib.multihead",
+    "attnlib.similarity",
+    "attnlib.tokenizer",
+]
+
+HEAVY = ("keras", "matplotlib", "pyarrow", "tensorflow", "jax")
+
+
+def test_import_attnlib_does_not_import_heavy_modules():
+    script = (
+        "import sys\n"
+        "import attnlib\n"
+        f"heavy = {HEAVY!r}\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
+        "attnlib.load_glove()\n"
+        "print('pyarrow' in sys.modules, 'keras' in sys.modules, 'matplotlib' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "[]"
+    assert lines[1] == "True False False"  # load_glove imports pyarrow, and only it
+
+
+def test_load_glove_is_cached():
+    first = attnlib.load_glove()
+    assert attnlib.load_glove() is first
+    assert attnlib.load_glove(50) is first
+    vectors = first.vectors
+    assert vectors.shape == (400_000, 50) and vectors.dtype == torch.float32
+    assert first.vectors is vectors  # copied once, then kept
+
+
+def test_version():
+    assert attnlib.__version__ == "0.1.0"
+
+
+# ---------------------------------------------------------------- public names
+
+
+def public_objects():
+    """(qualified name, object) for every name in attnlib's and its modules' __all__."""
+    found = []
+    for module_name in ["attnlib", *MODULES]:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module_name}.__all__ lists missing name {name!r}"
+            found.append((f"{module_name}.{name}", getattr(module, name)))
+    return found
+
+
+def test_all_names_exist_and_are_sorted():
+    for module_name in ["attnlib", *MODULES]:
+        module = importlib.import_module(module_name)
+        assert list(module.__all__) == sorted(module.__all__), module_name
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module_name}.{name}"
+    # the top-level re-exports are the modules' objects, not copies
+    assert (
+        attnlib.MultiHeadAttention
+        is importlib.import_module("attnlib.multihead").MultiHeadAttention
+    )
+    assert set(MODULES) == {
+        f"attnlib.{n}" for n in attnlib.__all__ if inspect.ismodule(getattr(attnlib, n))
+    } | {
+        "attnlib.attention",
+        "attnlib.multihead",
+    }
+
+
+# Which sections apply. Every function and class needs Args (if it takes arguments),
+# Raises and Example; functions also Returns (unless they only print); tensor-shaped
+# inputs or outputs also need Shape.
+NO_RETURNS = {"print_weights"}
+SHAPED = {
+    "softmax",
+    "attention_weights",
+    "scaled_dot_product_attention",
+    "causal_mask",
+    "SelfAttention",
+    "MultiHeadAttention",
+    "NaiveMultiHeadAttention",
+    "tiled_attention",
+    "cosine_similarity",
+    "cosine_matrix",
+    "Embeddings",
+    "print_weights",
+    "plot_weights",
+    "plot_heads",
+}
+EXEMPT = {"UnknownWordError"}  # an exception class: a docstring, no sections
+
+
+def required_sections(name, obj):
+    short = name.rsplit(".", 1)[1]
+    if short in EXEMPT:
+        return []
+    sections = ["Raises:", "Example:"]
+    params = inspect.signature(obj).parameters
+    if params:
+        sections.append("Args:")
+    if not inspect.isclass(obj) and short not in NO_RETURNS:
+        sections.append("Returns:")
+    if short in SHAPED:
+        sections.append("Shape:")
+    return sections
+
+
+def documented():
+    seen, result = set(), []
+    for name, obj in public_objects():
+        if isinstance(obj, int) or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        result.append((name, obj))
+    return result
+
+
+@pytest.mark.parametrize(("name", "obj"), [pytest.param(n, o, id=n) for n, o in documented()])
+def test_docstring_sections(name, obj):
+    doc = inspect.getdoc(obj)
+    assert doc and doc.strip(), f"{name} has no docstring"
+    summary = doc.strip().splitlines()[0]
+    assert len(summary) > 10, f"{name}: the first line should be a one-line summary"
+    if inspect.ismodule(obj):
+        return
+    missing = [s for s in required_sections(name, obj) if s not in doc]
+    assert not missing, f"{name} docstring lacks {missing}"
+
+
+def test_public_methods_have_docstrings():
+    undocumented = []
+    for name, obj in documented():
+        if not inspect.isclass(obj):
+            continue
+        for attr, member in vars(obj).items():
+            if attr.startswith("_") or not (callable(member) or isinstance(member, property)):
+                continue
+            if attr == "extra_repr":
+                continue  # nn.Module's hook, documented there
+            if not inspect.getdoc(member):
+                undocumented.append(f"{name}.{attr}")
+    assert not undocumented
+
+
+# ---------------------------------------------------------------- docstring examples
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+@pytest.mark.filterwarnings(
+    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning"
+)  # inside Keras 3.15 (torch backend) with NumPy 2
+def test_doctests(module_name, monkeypatch):
+    """Every example in the docstrings runs and prints what it says."""
+    monkeypatch.chdir(ROOT)  # read_glove_text's example reads data/
+    module = importlib.import_module(module_name)
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    globs = {"torch": torch, "nn": torch.nn}
+    tests = [t for t in finder.find(module, module_name, extraglobs=globs) if t.examples]
+    assert tests, f"{module_name} has no examples"
+    for test in tests:
+        runner.run(test)
+    results = runner.summarize(verbose=False)
+    assert results.failed == 0, (
+        f"{results.failed} of {results.attempted} examples failed (see stdout)"
+    )
+    import matplotlib.pyplot as plt
+
+    plt.close("all")

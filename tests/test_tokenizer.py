@@ -1,0 +1,78 @@
+"""attnlib.tokenizer: seed 001's toy vocabulary, made deterministic."""
+
+import pytest
+import torch
+from attnlib.tokenizer import BOS, EOS, Vocabulary
+
+SEED_001_TEXT = "How are you doing ? I am good and you ? I am fine, thank you ."
+
+
+def test_vocabulary_of_seed_001_is_sorted():
+    vocab = Vocabulary(SEED_001_TEXT)
+    assert vocab.index2word == {
+        0: "BOS",
+        1: "EOS",
+        2: ".",
+        3: "?",
+        4: "am",
+        5: "and",
+        6: "are",
+        7: "doing",
+        8: "fine,",
+        9: "good",
+        10: "how",
+        11: "i",
+        12: "thank",
+        13: "you",
+    }
+    assert BOS == 0 and EOS == 1
+    assert vocab.word2index == {w: i for i, w in vocab.index2word.items()}
+    assert len(vocab) == 14 and repr(vocab) == "Vocabulary(14 tokens)"
+
+
+def test_vocabulary_is_deterministic():
+    a = Vocabulary(SEED_001_TEXT)
+    b = Vocabulary(" ".join(reversed(SEED_001_TEXT.split(" "))))  # same words, other order
+    c = Vocabulary(["How are you doing ?", "I am good and you ?", "I am fine, thank you ."])
+    assert a.index2word == b.index2word == c.index2word
+
+
+def test_encode_decode_round_trip():
+    vocab = Vocabulary(SEED_001_TEXT)
+    ids = vocab.encode("How are you doing ?")
+    assert ids.shape == (1, 5) and ids.dtype == torch.long
+    assert ids.tolist() == [[10, 6, 13, 7, 3]]
+    assert vocab.decode(ids) == "How are you doing ?"
+    assert vocab.decode(ids[0]) == "How are you doing ?"  # (n,) works too
+    assert vocab.decode(torch.tensor([11, 4, 8, 12, 13, 2])) == "I am fine, thank you ."
+
+
+def test_bad_unknown_word():
+    vocab = Vocabulary(SEED_001_TEXT)
+    with pytest.raises(KeyError, match=r"words not in the vocabulary: \['hello', 'there'\]"):
+        vocab.encode("Hello you there")
+
+
+def test_bad_decode():
+    vocab = Vocabulary(SEED_001_TEXT)
+    with pytest.raises(KeyError, match=r"indices not in the vocabulary \(0..13\): \[14, 99\]"):
+        vocab.decode(torch.tensor([[2, 14, 99]]))
+    with pytest.raises(
+        ValueError, match=r"ids must be a tensor of shape \(1, n\) or \(n,\); got \(2, 2\)"
+    ):
+        vocab.decode(torch.zeros(2, 2, dtype=torch.long))
+    with pytest.raises(
+        ValueError, match=r"ids must be a tensor of shape \(1, n\) or \(n,\); got list"
+    ):
+        vocab.decode([2, 3])
+
+
+def test_bad_vocabulary_text():
+    with pytest.raises(ValueError, match="text must contain at least one word; got ''"):
+        Vocabulary("")
+    with pytest.raises(TypeError, match="text must be a str or an iterable of str"):
+        Vocabulary(["ok", 3])
+    with pytest.raises(ValueError, match="sentence must contain at least one word; got ' '"):
+        Vocabulary(SEED_001_TEXT).encode(" ")
+    with pytest.raises(TypeError, match="sentence must be a str; got list"):
+        Vocabulary(SEED_001_TEXT).encode(["how", "are"])
