@@ -23,11 +23,13 @@ export JUPYTER_PREFER_ENV_PATH := 1
 
 JB_BUILD := $(BIN)/jupyter-book build . -W -n --keep-going
 
-.PHONY: help env book test unittest nbval lint execute clean distclean
+.PHONY: help env book test unittest nbval lint sitetest chromium execute clean distclean
 
 help:
 	@echo "make book       build the HTML book into _build/html (executes changed notebooks)"
-	@echo "make test       unit tests, nbval on chapters/*.ipynb, ruff, full book build (-W -n)"
+	@echo "make test       unit tests, nbval on chapters/*.ipynb, ruff, full book build (-W -n),"
+	@echo "                then the site test (every page in headless Chromium, offline)"
+	@echo "make sitetest   only the site test, on the book already in _build/html"
 	@echo "make execute    re-execute every chapters/*.ipynb in place from a fresh kernel"
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make clean      remove _build and caches (keeps .venv)"
@@ -54,13 +56,36 @@ book: $(STAMP)
 # The book is built with --all (a fresh Sphinx environment) so that warnings of pages
 # unchanged since the last build are reported again; executed notebooks still come
 # from the execution cache.
+# The site test needs the built book, so it runs last.
 test: $(STAMP)
 	$(MAKE) --no-print-directory unittest nbval lint
 	$(JB_BUILD) --all || { rm -f _build/.doctrees/environment.pickle; exit 1; }
 	@echo "Book: $(CURDIR)/_build/html/index.html"
+	$(MAKE) --no-print-directory sitetest
 
 unittest: $(STAMP)
-	MPLBACKEND=Agg $(BIN)/pytest tests/
+	MPLBACKEND=Agg $(BIN)/pytest tests/ --ignore=tests/test_site.py
+
+# The website as readers see it: tests/test_site.py serves _build/html on 127.0.0.1 and
+# opens every page in headless Chromium with the network off (math, figures, launch
+# menu, no console errors); screenshots land in _build/screenshots/. Without Chromium
+# the test skips, saying why; with CI set it fails instead.
+sitetest: $(STAMP) chromium
+	$(BIN)/pytest tests/test_site.py
+
+# Debian's chromium, installed when missing and we can (root, apt-get). Playwright drives
+# it; no browser is ever downloaded at run time.
+chromium:
+	@if command -v chromium >/dev/null 2>&1; then \
+	    :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "chromium: installing Debian's package for the site test"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	        apt-get install -y -qq chromium >/dev/null; } \
+	        || echo "chromium: apt-get install failed"; \
+	else \
+	    echo "chromium: not installed, and installing it needs root and apt-get"; \
+	fi
 
 # nbval runs each notebook in its own kernel "python3" (the venv's kernel spec, as
 # `make execute` and the book build do). pytest exits 5 when it collects nothing

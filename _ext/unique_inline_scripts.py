@@ -1,0 +1,47 @@
+"""Write each inline <script> once per page (a workaround for a bug of Sphinx 7).
+
+Sphinx 7 writes an inline script (``app.add_js_file(None, body=...)``) twice when an
+extension adds it after the HTML builder has started: once as given (file name
+``None``), once more re-read from the registry (file name ``""``), and the two do not
+compare equal. sphinx-thebe adds ``const THEBE_JS_URL = ...`` that way, so every page
+threw ``SyntaxError: Identifier 'THEBE_JS_URL' has already been declared`` in the
+browser. Fixed upstream by sphinx-doc/sphinx pull request 13402 (Sphinx 8), which Jupyter
+Book 1 (``sphinx~=7.0``) cannot use; this extension drops the second copy instead.
+
+Enabled in ``_config.yml`` under ``sphinx: local_extensions``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sphinx.application import Sphinx
+
+
+def _key(script: Any) -> tuple:
+    """What makes two script entries the same script, whatever the spelling of 'no file'."""
+    filename = getattr(script, "filename", script) or ""
+    attributes = getattr(script, "attributes", {})
+    return (str(filename), getattr(script, "priority", None), tuple(sorted(attributes.items())))
+
+
+def _drop_duplicate_scripts(
+    app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any
+) -> None:
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen: set[tuple] = set()
+    unique = []
+    for script in scripts:
+        key = _key(script)
+        if key not in seen:
+            seen.add(key)
+            unique.append(script)
+    scripts[:] = unique  # in place: it is the builder's list for this page
+
+
+def setup(app: Sphinx) -> dict[str, object]:
+    # late (priority 900), after every extension has added its scripts for the page
+    app.connect("html-page-context", _drop_duplicate_scripts, priority=900)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

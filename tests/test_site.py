@@ -1,0 +1,335 @@
+"""The built website as a reader sees it, in a real browser with the network off.
+
+Runs after the book is built (`make test` builds it, then runs this file): every page of
+`_toc.yml` is served from `_build/html` on 127.0.0.1 and opened in headless Chromium
+(Debian's `chromium`, driven by Playwright) that can reach no other host. On each page:
+
+* every equation is typeset by MathJax (served by the site itself: see
+  `_ext/offline_mathjax.py`), without errors, and no raw TeX is left in the text;
+* every figure of the notebook's outputs is there and its image loaded;
+* no request leaves the site, and the console shows no errors;
+* chapters (notebooks) have Colab, Binder and Live Code (Thebe) in their launch menu,
+  and their download menu offers the notebook.
+
+A screenshot of each page goes to `_build/screenshots/<page>.png` (chapters also get
+`<page>.launch.png`, the top of the page with the launch menu open).
+
+Without Chromium, Playwright or a built site the browser tests are skipped, saying why;
+with the environment variable CI set they fail instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = ROOT / "_build" / "html"
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+IN_CI = bool(os.environ.get("CI"))
+
+# Chromium with no network: every host name but 127.0.0.1 fails to resolve, nothing runs
+# in the background, a fresh profile (Playwright gives every launch a new one).
+CHROMIUM_ARGS = [
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-sandbox",
+    "--disable-gpu",
+]
+TIMEOUT_MS = 30_000
+MATHJAX_TIMEOUT_MS = 5_000  # MathJax's script has run by the load event; this is slack
+
+# Raw TeX that MathJax should have replaced: $$, \( \) \[ \], \begin{...}, and $...$
+# holding a backslash, ^ or _ (so that a price like "$5" is not taken for math).
+RAW_TEX = re.compile(r"\$\$|\\[()\[\]]|\\begin\{|\$[^$\n]*[\\^_][^$\n]*\$")
+
+# myst-nb shows the first of these an output has (its HTML priority order).
+IMAGE_MIMES = ("image/svg+xml", "image/png", "image/jpeg", "image/gif")
+OUTRANKING_IMAGES = ("application/vnd.jupyter.widget-view+json", "application/javascript")
+
+
+def _unavailable(reason: str) -> None:
+    """Skip, or fail under CI, where a browser test cannot run."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI is set: the site test must run, not skip)", pytrace=False)
+    pytest.skip(reason)
+
+
+# ---- the pages -------------------------------------------------------------------------
+
+
+def toc_pages() -> list[str]:
+    """Docnames of every page in `_toc.yml` (root first), e.g. 'chapters/01_glove'."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    pages = [toc["root"]]
+
+    def walk(entries: list[dict]) -> None:
+        for entry in entries:
+            if "file" in entry:
+                pages.append(str(Path(entry["file"]).with_suffix("")))
+            for key in ("parts", "chapters", "sections"):
+                walk(entry.get(key, []))
+
+    walk([toc])  # the root entry holds "chapters" or "parts"
+    return pages
+
+
+def source_of(page: str) -> Path:
+    """The source file of a page: its notebook, or its Markdown file."""
+    for suffix in (".ipynb", ".md"):
+        path = ROOT / f"{page}{suffix}"
+        if path.exists():
+            return path
+    raise FileNotFoundError(f"page {page!r} of _toc.yml has no .ipynb or .md source")
+
+
+def expected_figures(notebook: Path) -> int:
+    """How many image outputs the built page of a notebook must show."""
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    count = 0
+    for cell in nb["cells"]:
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        if cell["cell_type"] != "code" or tags & {"remove-cell", "remove-output"}:
+            continue
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if any(m in data for m in IMAGE_MIMES) and not any(
+                m in data for m in OUTRANKING_IMAGES
+            ):
+                count += 1
+    return count
+
+
+PAGES = toc_pages()
+
+
+# ---- static check of the HTML (no browser needed) ---------------------------------------
+
+EXTERNAL_ASSET = re.compile(
+    r"<script\b[^>]*\bsrc=\"(https?:)?//[^\"]+\"|<link\b[^>]*\bhref=\"(https?:)?//[^\"]+\"[^>]*>"
+)
+
+
+def test_no_page_loads_assets_from_other_hosts():
+    """No <script src> or <link href> (stylesheet, preload, ...) points off the site."""
+    if not (SITE / "index.html").exists():
+        _unavailable(f"no built site at {SITE}: run `make book` first")
+    offenders = []
+    for html in sorted(SITE.rglob("*.html")):
+        for match in EXTERNAL_ASSET.finditer(html.read_text(encoding="utf-8")):
+            tag = match.group(0)
+            if tag.startswith("<link") and re.search(r'rel="(canonical|alternate)"', tag):
+                continue  # a link to elsewhere, not something the page loads
+            offenders.append(f"{html.relative_to(SITE)}: {tag}")
+    assert not offenders, "pages load assets from other hosts:\n" + "\n".join(offenders)
+
+
+# ---- the browser ------------------------------------------------------------------------
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 (the base class's name)
+        pass
+
+
+@pytest.fixture(scope="module")
+def site_url():
+    """The built site, served on 127.0.0.1 at a free port for the module's tests."""
+    if not (SITE / "index.html").exists():
+        _unavailable(f"no built site at {SITE}: run `make book` first")
+    handler = functools.partial(_QuietHandler, directory=str(SITE))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium, offline, driven by Playwright."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("the Python package playwright is not installed (requirements.txt)")
+    if not Path(CHROMIUM).is_file():
+        _unavailable(
+            f"no Chromium at {CHROMIUM} (install Debian's: apt-get install -y chromium, "
+            "which `make test` does; or set CHROMIUM=/path/to/chromium)"
+        )
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+class PageVisit:
+    """A page opened in a new tab, with what it logged and requested."""
+
+    def __init__(self, browser, site_url: str, page: str):
+        self.url = f"{site_url}/{page}.html"
+        self.site_host = urlsplit(site_url).netloc
+        self.errors: list[str] = []
+        self.external: list[str] = []
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.tab = self.context.new_page()
+        self.tab.set_default_timeout(TIMEOUT_MS)
+        self.tab.on("console", self._console)
+        self.tab.on("pageerror", lambda error: self.errors.append(f"exception: {error}"))
+        self.tab.on("response", self._response)
+        self.tab.route("**/*", self._route)
+
+    def _console(self, message) -> None:
+        if message.type == "error":
+            self.errors.append(f"console: {message.text} ({message.location.get('url')})")
+
+    def _response(self, response) -> None:
+        if response.status >= 400:
+            self.errors.append(f"HTTP {response.status}: {response.url}")
+
+    def _route(self, route) -> None:
+        url = route.request.url
+        if urlsplit(url).scheme in ("http", "https") and urlsplit(url).netloc != self.site_host:
+            self.external.append(url)
+            route.abort("blockedbyclient")
+        else:
+            route.continue_()
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def _wait_for_mathjax(visit: PageVisit) -> None:
+    """Wait until MathJax has typeset the page (its script ran before the load event)."""
+    try:
+        visit.tab.wait_for_function(
+            "() => window.MathJax && window.MathJax.startup && window.MathJax.startup.promise",
+            timeout=MATHJAX_TIMEOUT_MS,
+        )
+    except Exception as error:
+        scripts = visit.tab.eval_on_selector_all(
+            "script[src]", "els => els.map(e => e.src).filter(s => /mathjax/i.test(s))"
+        )
+        raise AssertionError(
+            f"MathJax did not start (MathJax scripts on the page: {scripts}; "
+            f"errors: {visit.errors}; blocked requests to other hosts: {visit.external})"
+        ) from error
+    visit.tab.evaluate("() => window.MathJax.startup.promise.then(() => true)")
+
+
+MATH_REPORT = r"""() => {
+    const math = [...document.querySelectorAll('.math')];
+    const unrendered = math.filter(el => !el.querySelector('mjx-container'))
+        .map(el => el.textContent.trim().slice(0, 80));
+    const failed = [...document.querySelectorAll('mjx-merror, [data-mjx-error]')]
+        .map(el => el.getAttribute('data-mjx-error') || el.textContent.slice(0, 80));
+    // An undefined macro is typeset as itself in red (MathJax's noundefined package).
+    const startup = window.MathJax && window.MathJax.startup;
+    if (startup && startup.document && startup.toMML) {
+        for (const item of startup.document.math) {
+            const mml = startup.toMML(item.root);
+            if (/<merror|<mtext mathcolor="red">\\/.test(mml)) failed.push(item.math.trim());
+        }
+    }
+    const article = (document.querySelector('article') || document.body).cloneNode(true);
+    article.querySelectorAll('pre, code, script, style, mjx-container, .highlight')
+        .forEach(el => el.remove());
+    return {count: math.length, unrendered, failed, text: article.textContent};
+}"""
+
+IMAGE_REPORT = """() => {
+    const article = document.querySelector('article') || document.body;
+    const images = [...article.querySelectorAll('img')];
+    return {
+        outputs: article.querySelectorAll('.cell_output img').length,
+        broken: images.filter(img => !(img.complete && img.naturalWidth > 0))
+            .map(img => img.getAttribute('src')),
+    };
+}"""
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_renders_offline(browser, site_url, page):
+    html = SITE / f"{page}.html"
+    assert html.exists(), f"{page!r} is in _toc.yml but {html} was not built"
+    source = source_of(page)
+    visit = PageVisit(browser, site_url, page)
+    try:
+        tab = visit.tab
+        tab.goto(visit.url, wait_until="load")
+
+        # Math: every .math element typeset, no MathJax error, no raw TeX in the prose.
+        if tab.locator(".math").count():
+            _wait_for_mathjax(visit)
+        math = tab.evaluate(MATH_REPORT)
+        assert not math["unrendered"], f"equations not typeset by MathJax: {math['unrendered']}"
+        assert not math["failed"], f"MathJax errors: {math['failed']}"
+        raw = sorted(set(RAW_TEX.findall(math["text"])))
+        assert not raw, f"raw TeX left in the page's text: {raw}"
+
+        # Figures: every image loaded; every image output of the notebook is shown.
+        tab.wait_for_load_state("load")
+        images = tab.evaluate(IMAGE_REPORT)
+        assert not images["broken"], f"images that did not load: {images['broken']}"
+        if source.suffix == ".ipynb":
+            expected = expected_figures(source)
+            assert images["outputs"] >= expected, (
+                f"{images['outputs']} figures among the cell outputs; "
+                f"the notebook {source.name} has {expected}"
+            )
+
+        tab.evaluate("() => document.fonts.ready.then(() => true)")
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shot = page.replace("/", "-")
+        tab.screenshot(path=SCREENSHOTS / f"{shot}.png", full_page=True)
+
+        # Launch menu of a chapter: Colab, Binder and Thebe, visible once the menu opens.
+        if source.suffix == ".ipynb":
+            tab.click("button[aria-label='Launch interactive content']")
+            menu = tab.locator(".dropdown-launch-buttons .dropdown-menu")
+            menu.wait_for(state="visible")
+            for name, selector in [
+                ("Colab", "a[href*='colab.research.google.com']"),
+                ("Binder", "a[href*='mybinder.org/v2/']"),
+                ("Live Code (Thebe)", "button[onclick*='initThebe']"),
+            ]:
+                item = menu.locator(selector)
+                assert item.count() == 1 and item.is_visible(), f"no {name} in the launch menu"
+            notebook = f"{page}.ipynb"
+            for selector in ("a[href*='colab.research']", "a[href*='mybinder.org']"):
+                href = menu.locator(selector).get_attribute("href")
+                assert href.endswith(notebook), f"launch link {href} does not open {notebook}"
+            tab.screenshot(path=SCREENSHOTS / f"{shot}.launch.png")
+
+            # The download menu offers the notebook itself.
+            download = tab.locator(f"a[href$='_sources/{notebook}']")
+            assert download.count() == 1, f"no download link to {notebook}"
+            target = (html.parent / download.get_attribute("href")).resolve()
+            assert target.is_file(), f"the download link points to a missing file: {target}"
+
+        assert not visit.external, f"requests to other hosts: {visit.external}"
+        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
+    finally:
+        visit.close()
