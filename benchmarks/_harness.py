@@ -540,6 +540,56 @@ def write_results(out_dir: str | os.PathLike, name: str, data: Mapping[str, Any]
     return json_path, md_path
 
 
+def make_result(
+    name: str,
+    threads: int,
+    params: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    goals: Sequence[Goal],
+    text: str,
+    markdown: str,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The dict every benchmark's ``run()`` returns: data for JSON (``name``, ``threads``,
+    ``params``, ``rows``, ``goals`` and ``extra``), plus ``goal_objects``, ``text`` and
+    ``markdown`` for printing (see :func:`result_data`)."""
+    return {
+        "name": name,
+        "threads": threads,
+        "params": dict(params),
+        **extra,
+        "rows": list(rows),
+        "goals": [g.to_dict() for g in goals],
+        "goal_objects": list(goals),
+        "text": text,
+        "markdown": markdown,
+    }
+
+
+def result_data(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a :func:`make_result` dict that goes into the JSON file."""
+    return {k: v for k, v in result.items() if k not in ("goal_objects", "text", "markdown")}
+
+
+def cli_parser(doc: str | None) -> argparse.ArgumentParser:
+    """An argument parser with the options every benchmark script has: ``--threads`` and
+    ``--out``; the script adds its own."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    parser.add_argument("--out", type=Path, default=None, help="write JSON + Markdown here")
+    return parser
+
+
+def report(result: Mapping[str, Any], out: str | os.PathLike | None) -> int:
+    """Print a benchmark's text, write its results under ``out`` if given; the exit code:
+    0 if every goal passed, else 1."""
+    print(result["text"])
+    if out:
+        paths = write_results(out, result["name"], result_data(result), result["markdown"])
+        print("\nwrote", *paths)
+    return 0 if all(g.passed for g in result["goal_objects"]) else 1
+
+
 def ms(seconds: float) -> str:
     """Seconds as milliseconds with 3 significant digits, e.g. ``'12.3'``."""
     return f"{seconds * 1e3:.3g}" if seconds * 1e3 < 100 else f"{seconds * 1e3:.0f}"

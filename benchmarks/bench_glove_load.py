@@ -37,7 +37,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -48,12 +47,14 @@ from benchmarks._harness import (  # noqa: E402
     GOAL_HEADERS,
     Goal,
     Timing,
+    cli_parser,
     format_machine_info,
     format_table,
+    make_result,
     markdown_table,
+    report,
     set_threads,
     time_in_subprocess,
-    write_results,
 )
 
 GLOVE_NAME = "glove.6B.50d.txt"
@@ -255,39 +256,31 @@ def run(
             markdown_table(GOAL_HEADERS, goal_rows),
         ]
     )
-    return {
-        "name": "glove_load",
-        "threads": threads,
-        "params": {"runs": runs, "file": str(path), "evict": evict},
-        "rows": [{"loader": n, "label": LOADERS[n][0], **t.to_dict()} for n, t in timings.items()],
-        "goals": [g.to_dict() for g in goals],
-        "goal_objects": goals,
-        "text": text,
-        "markdown": md,
-    }
+    return make_result(
+        "glove_load",
+        threads,
+        {"runs": runs, "file": str(path), "evict": evict},
+        [{"loader": n, "label": LOADERS[n][0], **t.to_dict()} for n, t in timings.items()],
+        goals,
+        text,
+        md,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    parser = cli_parser(__doc__)
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per loader")
     parser.add_argument("--glove-file", type=Path, default=None, help="use this text file")
     parser.add_argument("--evict", action="store_true", help="drop the files from the OS cache")
     parser.add_argument(
         "--only", nargs="+", choices=list(LOADERS), default=None, help="loaders to run"
     )
-    parser.add_argument("--out", type=Path, default=None, help="write JSON + Markdown here")
     args = parser.parse_args(argv)
     set_threads(args.threads)
     print(format_machine_info())
     print()
     result = run(args.threads, args.runs, args.glove_file, args.evict, args.only)
-    print(result["text"])
-    if args.out:
-        data = {k: v for k, v in result.items() if k not in ("goal_objects", "text", "markdown")}
-        paths = write_results(args.out, "glove_load", data, result["markdown"])
-        print("\nwrote", *paths)
-    return 0 if all(g.passed for g in result["goal_objects"]) else 1
+    return report(result, args.out)
 
 
 if __name__ == "__main__":

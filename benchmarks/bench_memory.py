@@ -21,7 +21,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -30,15 +29,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: `
 from benchmarks._harness import (  # noqa: E402
     GOAL_HEADERS,
     Goal,
+    cli_parser,
     format_machine_info,
     format_table,
+    make_result,
     markdown_table,
     mib,
     ms,
     peak_memory,
+    report,
     set_threads,
     time_in_subprocess,
-    write_results,
 )
 
 GOAL_RATIO = 0.10
@@ -163,37 +164,29 @@ def run(threads: int | None = None, length: int = 8192, dim: int = 64, repeats: 
             markdown_table(GOAL_HEADERS, [g.row() for g in goals]),
         ]
     )
-    return {
-        "name": "memory",
-        "threads": threads,
-        "params": {"L": length, "S": length, "D": dim, "repeats": repeats},
-        "max_abs_diff": worst,
-        "rows": rows,
-        "goals": [g.to_dict() for g in goals],
-        "goal_objects": goals,
-        "text": text,
-        "markdown": markdown,
-    }
+    return make_result(
+        "memory",
+        threads,
+        {"L": length, "S": length, "D": dim, "repeats": repeats},
+        rows,
+        goals,
+        text,
+        markdown,
+        max_abs_diff=worst,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    parser = cli_parser(__doc__)
     parser.add_argument("--length", type=int, default=8192, help="L = S (default 8192)")
     parser.add_argument("--dim", type=int, default=64, help="head dimension D (default 64)")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per method")
-    parser.add_argument("--out", type=Path, default=None, help="write JSON + Markdown here")
     args = parser.parse_args(argv)
     set_threads(args.threads)
     print(format_machine_info())
     print()
     result = run(args.threads, args.length, args.dim, args.repeats)
-    print(result["text"])
-    if args.out:
-        data = {k: v for k, v in result.items() if k not in ("goal_objects", "text", "markdown")}
-        paths = write_results(args.out, "memory", data, result["markdown"])
-        print("\nwrote", *paths)
-    return 0 if all(g.passed for g in result["goal_objects"]) else 1
+    return report(result, args.out)
 
 
 if __name__ == "__main__":

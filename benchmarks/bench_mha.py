@@ -28,7 +28,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -41,13 +40,15 @@ from attnlib.convert import naive_from_fused, to_torch  # noqa: E402
 from benchmarks._harness import (  # noqa: E402
     GOAL_HEADERS,
     Goal,
+    cli_parser,
     format_machine_info,
     format_table,
+    make_result,
     markdown_table,
     ms,
+    report,
     set_threads,
     time_interleaved,
-    write_results,
 )
 
 GOAL_RATIO = 1.05
@@ -165,37 +166,29 @@ def run(
         + [format_table(GOAL_HEADERS, goal_rows)]
     )
     md = "\n\n".join([f"**{title}**", *markdown, markdown_table(GOAL_HEADERS, goal_rows)])
-    return {
-        "name": "mha" + ("_bias" if bias else ""),
-        "threads": threads,
-        "params": {"N": N, "L": L, "E": E, "H": H, "bias": bias, "repeats": repeats},
-        "max_abs_diff": worst,
-        "rows": rows,
-        "goals": [g.to_dict() for g in goals],
-        "goal_objects": goals,
-        "text": text,
-        "markdown": md,
-    }
+    return make_result(
+        "mha" + ("_bias" if bias else ""),
+        threads,
+        {"N": N, "L": L, "E": E, "H": H, "bias": bias, "repeats": repeats},
+        rows,
+        goals,
+        text,
+        md,
+        max_abs_diff=worst,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    parser = cli_parser(__doc__)
     parser.add_argument("--repeats", type=int, default=30, help="interleaved timed rounds")
     parser.add_argument("--warmup", type=int, default=3, help="untimed rounds first")
     parser.add_argument("--bias", action="store_true", help="modules with biases")
-    parser.add_argument("--out", type=Path, default=None, help="write JSON + Markdown here")
     args = parser.parse_args(argv)
     set_threads(args.threads)
     print(format_machine_info())
     print()
     result = run(args.threads, args.repeats, args.warmup, args.bias)
-    print(result["text"])
-    if args.out:
-        data = {k: v for k, v in result.items() if k not in ("goal_objects", "text", "markdown")}
-        paths = write_results(args.out, result["name"], data, result["markdown"])
-        print("\nwrote", *paths)
-    return 0 if all(g.passed for g in result["goal_objects"]) else 1
+    return report(result, args.out)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Exit status 0 when every goal passes, 1 otherwise.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -25,10 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: `
 from benchmarks import bench_glove_load, bench_memory, bench_mha  # noqa: E402
 from benchmarks._harness import (  # noqa: E402
     GOAL_HEADERS,
+    cli_parser,
     format_machine_info,
     format_table,
     machine_info,
     markdown_table,
+    result_data,
     set_threads,
     write_results,
 )
@@ -59,11 +60,9 @@ def summary_rows(results: list[dict]) -> list[list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    parser = cli_parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repeats (noisier)")
     parser.add_argument("--bias", action="store_true", help="also MHA with biases (fast path)")
-    parser.add_argument("--out", type=Path, default=None, help="write JSON + Markdown here")
     args = parser.parse_args(argv)
     threads = set_threads(args.threads)
     info = machine_info()
@@ -79,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     passed = all(g.passed for r in results for g in r["goal_objects"])
     if args.out:
         for r in results:
-            data = {k: v for k, v in r.items() if k not in ("goal_objects", "text", "markdown")}
-            write_results(args.out, r["name"], data, r["markdown"])
+            write_results(args.out, r["name"], result_data(r), r["markdown"])
         text = "\n\n".join(
             [
                 "**Summary of goals**",
