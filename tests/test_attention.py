@@ -316,16 +316,20 @@ def test_bad_mask_shape(shape):
         attention_weights(q, k, mask=torch.ones(shape, dtype=torch.bool))
 
 
-@pytest.mark.parametrize("mask", [torch.ones(5, 7), torch.ones(5, 7, dtype=torch.long)])
-def test_bad_mask_not_boolean(mask):
+@pytest.mark.parametrize("dtype", [torch.long, torch.int8, torch.uint8])
+def test_bad_mask_integer(dtype):
     with pytest.raises(
-        TypeError, match=r"mask must be a boolean tensor.*got dtype torch\.(float32|int64)"
+        TypeError,
+        match=r"mask must be boolean \(True = may attend\) or floating point .*"
+        rf"got dtype {dtype}\. Convert a 0/1 mask with `mask.bool\(\)`",
     ):
-        attention_weights(torch.randn(5, 4), torch.randn(7, 4), mask=mask)
+        attention_weights(torch.randn(5, 4), torch.randn(7, 4), mask=torch.ones(5, 7, dtype=dtype))
 
 
 def test_bad_mask_not_a_tensor():
-    with pytest.raises(TypeError, match="mask must be a boolean torch.Tensor; got list"):
+    with pytest.raises(
+        TypeError, match="mask must be a torch.Tensor, boolean .* or floating point .*; got list"
+    ):
         attention_weights(torch.randn(2, 4), torch.randn(2, 4), mask=[[True, True]] * 2)
 
 

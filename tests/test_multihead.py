@@ -271,13 +271,16 @@ def test_bad_mask_shape(shape, expected):
         m(torch.randn(N, L, E), torch.randn(N, S, E), mask=mask)
 
 
-def test_bad_mask_dtype():
-    m = NaiveMultiHeadAttention(E, 3)
+@pytest.mark.parametrize("cls", [MultiHeadAttention, NaiveMultiHeadAttention])
+@pytest.mark.parametrize("dtype", [torch.long, torch.uint8, torch.int32])
+def test_bad_mask_dtype(cls, dtype):
+    m = cls(E, 3)
     with pytest.raises(
         TypeError,
-        match=r"mask must be a boolean tensor \(True = may attend\); got dtype torch.float32",
+        match=r"mask must be boolean \(True = may attend\) or floating point \(added to the "
+        rf"scores, -inf = blocked\); got dtype {dtype}",
     ):
-        m(torch.randn(L, E), mask=torch.zeros(L, L))
+        m(torch.randn(L, E), mask=torch.zeros(L, L, dtype=dtype))
 
 
 def test_bad_input_type():

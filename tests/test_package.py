@@ -18,6 +18,7 @@ MODULES = [
     "attnlib.efficient",
     "attnlib.embeddings",
     "attnlib.multihead",
+    "attnlib.positions",
     "attnlib.similarity",
     "attnlib.tokenizer",
 ]

@@ -8,7 +8,7 @@ optional everywhere. Boolean masks use ``True`` = *may attend*.
 by the functions that need them, when they are called.
 """
 
-from attnlib import convert, display, efficient, embeddings, similarity, tokenizer
+from attnlib import convert, display, efficient, embeddings, positions, similarity, tokenizer
 from attnlib.attention import (
     SelfAttention,
     attention_weights,
@@ -43,6 +43,7 @@ __all__ = [
     "efficient",
     "embeddings",
     "load_glove",
+    "positions",
     "read_glove_text",
     "scaled_dot_product_attention",
     "similarity",

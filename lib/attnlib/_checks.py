@@ -3,6 +3,8 @@ expected and what came, so a reader can fix the call from the message alone."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -29,16 +31,21 @@ def check_tensor(name: str, x, ranks: tuple[int, ...]) -> Tensor:
 
 
 def check_mask(mask, target: tuple[int, ...], allowed: str) -> Tensor:
-    """Check that ``mask`` is boolean and broadcasts to ``target`` (the scores' shape).
+    """Check that ``mask`` is boolean or floating point and broadcasts to ``target`` (the
+    scores' shape).
 
     ``allowed`` spells the accepted shapes for the message, e.g. ``"(L, S) or (N, L, S)"``.
     """
     if not isinstance(mask, Tensor):
-        raise TypeError(f"mask must be a boolean torch.Tensor; got {type(mask).__name__}")
-    if mask.dtype != torch.bool:
         raise TypeError(
-            f"mask must be a boolean tensor (True = may attend); got dtype {mask.dtype}. "
-            "Convert an additive float mask with `mask == 0`, a PyTorch attn_mask with `~attn_mask`"
+            f"mask must be a torch.Tensor, boolean (True = may attend) or floating point "
+            f"(added to the scores); got {type(mask).__name__}"
+        )
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(
+            f"mask must be boolean (True = may attend) or floating point (added to the scores, "
+            f"-inf = blocked); got dtype {mask.dtype}. Convert a 0/1 mask with `mask.bool()`, "
+            "a PyTorch attn_mask (True = blocked) with `~attn_mask`"
         )
     ok = 1 <= mask.dim() <= len(target) and all(
         m in (1, t) for m, t in zip(reversed(mask.shape), reversed(target))
@@ -49,3 +56,21 @@ def check_mask(mask, target: tuple[int, ...], allowed: str) -> Tensor:
             f"(broadcastable); got {shape_str(mask.shape)}"
         )
     return mask
+
+
+def apply_mask(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """Scores with ``mask`` applied, as ``F.scaled_dot_product_attention``'s ``attn_mask``:
+    a boolean mask sets the blocked scores (``False``) to ``-inf``; a float mask is added
+    (cast to the scores' dtype)."""
+    if mask is None:
+        return scores
+    if mask.dtype == torch.bool:
+        return scores.masked_fill(~mask, -math.inf)
+    return scores + mask.to(scores.dtype)
+
+
+def attends_somewhere(mask: Tensor) -> Tensor:
+    """``(..., L, 1)`` boolean: does each query row of ``mask`` leave at least one key?
+    (For a float mask: at least one entry that is not ``-inf``.)"""
+    allowed = mask if mask.dtype == torch.bool else mask != -math.inf
+    return allowed.any(dim=-1, keepdim=True)

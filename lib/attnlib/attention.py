@@ -5,9 +5,11 @@
     \\operatorname{Attention}(Q, K, V) =
     \\operatorname{softmax}\\left(\\frac{Q K^\\top}{\\sqrt{d_k}}\\right) V
 
-Masks are boolean with ``True`` = *may attend*, as in ``F.scaled_dot_product_attention`` and
-Keras (``torch.nn.MultiheadAttention``'s ``attn_mask`` is the opposite). A query row with
-nothing to attend to gets zero weights and a zero output, never NaN.
+A mask is either boolean with ``True`` = *may attend*, as in ``F.scaled_dot_product_attention``
+and Keras (``torch.nn.MultiheadAttention``'s boolean ``attn_mask`` is the opposite), or floating
+point and *added* to the scores (``0`` = no change, ``-inf`` = blocked, any other value a bias,
+such as ALiBi's), exactly as ``F.scaled_dot_product_attention``'s float ``attn_mask``. A query
+row with nothing to attend to gets zero weights and a zero output, never NaN.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from attnlib._checks import check_mask, check_tensor, shape_str
+from attnlib._checks import apply_mask, check_mask, check_tensor, shape_str
 
 __all__ = [
     "SelfAttention",
@@ -131,13 +133,17 @@ def attention_weights(
 
     .. math::
 
-        A = \\operatorname{softmax}\\left(\\frac{Q K^\\top}{\\sqrt{d_k}}\\right),
-        \\qquad A_{ij} = 0 \\text{ where } M_{ij} = \\text{False}
+        A = \\operatorname{softmax}\\left(\\frac{Q K^\\top}{\\sqrt{d_k}} + B\\right),
+        \\qquad B_{ij} = \\begin{cases} 0 & M_{ij} = \\text{True} \\\\
+        -\\infty & M_{ij} = \\text{False} \\end{cases}
+
+    for a boolean mask ``M``; a float mask is ``B`` itself, added to the scaled scores.
 
     Args:
         query: ``Q``, one row per query.
         key: ``K``, one row per key; same last dimension ``d_k`` as ``query``.
-        mask: optional boolean mask, ``True`` = may attend, broadcastable to ``(..., L, S)``.
+        mask: optional, broadcastable to ``(..., L, S)``: boolean, ``True`` = may attend, or
+            floating point, added to the scaled scores (``-inf`` = blocked).
         scale: factor applied to ``Q K^T``; defaults to ``1 / sqrt(d_k)``.
 
     Returns:
@@ -148,13 +154,16 @@ def attention_weights(
         shape broadcastable to ``(..., L, S)``; output: ``(..., L, S)``.
 
     Raises:
-        TypeError: if an input is not a float tensor, or ``mask`` is not boolean.
+        TypeError: if an input is not a float tensor, or ``mask`` is neither boolean nor
+        floating point (an integer mask is ambiguous: convert it).
         ValueError: if a rank is below 2, ``d_k`` differs, or ``mask`` does not broadcast.
 
     Example:
         >>> X = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.5, 1.0, 1.0], [0.0, 1.0, 1.0, 1.0]])
         >>> attention_weights(X, X)[0]
         tensor([0.4519, 0.2741, 0.2741])
+        >>> attention_weights(X, X, mask=torch.tensor([0.0, 0.0, -float("inf")]))[0]
+        tensor([0.6225, 0.3775, 0.0000])
     """
     _check_qk(query, key)
     if scale is None:
@@ -162,9 +171,8 @@ def attention_weights(
     scores = (query @ key.transpose(-2, -1)).mul_(scale)  # (..., L, S), scaled in place
     if mask is None:
         return torch.softmax(scores, dim=-1)
-    target = tuple(scores.shape)
-    check_mask(mask, target, "(..., L, S)")
-    return softmax(scores.masked_fill(~mask, -math.inf), dim=-1)
+    check_mask(mask, tuple(scores.shape), "(..., L, S)")
+    return softmax(apply_mask(scores, mask), dim=-1)  # blocked scores are -inf
 
 
 def scaled_dot_product_attention(
@@ -187,7 +195,7 @@ def scaled_dot_product_attention(
 
     Args:
         query: ``Q``; key: ``K``; value: ``V`` (one row per key).
-        mask: optional boolean mask, ``True`` = may attend.
+        mask: optional; boolean (``True`` = may attend) or float (added to the scores).
         scale: defaults to ``1 / sqrt(d_k)``.
 
     Returns:
@@ -241,7 +249,8 @@ class SelfAttention(nn.Module):
 
     Shape:
         ``x``: ``(L, E)`` or ``(N, L, E)``; ``key``/``value`` (cross-attention): ``(S, E)``
-        or ``(N, S, E)``; ``mask``: ``(L, S)`` or broadcastable to ``(N, L, S)``;
+        or ``(N, S, E)``; ``mask`` (boolean, ``True`` = may attend, or float, added to the
+        scores): ``(L, S)`` or broadcastable to ``(N, L, S)``;
         output: ``(L, D)`` or ``(N, L, D)``; weights: ``(L, S)`` or ``(N, L, S)``.
 
     Raises:

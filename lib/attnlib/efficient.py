@@ -12,7 +12,7 @@ import math
 import torch
 from torch import Tensor
 
-from attnlib._checks import check_tensor, shape_str
+from attnlib._checks import apply_mask, check_mask, check_tensor, shape_str
 from attnlib.attention import _check_qk
 
 __all__ = ["tiled_attention"]
@@ -22,6 +22,7 @@ def tiled_attention(
     query: Tensor,
     key: Tensor,
     value: Tensor,
+    mask: Tensor | None = None,
     causal: bool = False,
     block_size: int = 128,
     scale: float | None = None,
@@ -38,10 +39,16 @@ def tiled_attention(
 
     and at the end ``output = o / l``, equal to ``softmax(q K^T * scale) V`` up to rounding.
     Only a ``(..., L, block_size)`` block of scores exists at any time; the ``(L, S)``
-    matrix is never built, and the weights are not returned.
+    matrix is never built, and the weights are not returned. A ``mask`` is applied block by
+    block, its columns ``start:stop`` with the block's scores (a mask is ``(L, S)`` itself,
+    so pass ``causal=True`` rather than a causal mask when memory matters). A query that no
+    key may attend to gets a zero output.
 
     Args:
         query, key, value: as :func:`attnlib.scaled_dot_product_attention`.
+        mask: optional, broadcastable to ``(..., L, S)``: boolean (``True`` = may attend) or
+            floating point (added to the scaled scores, ``-inf`` = blocked), as
+            :func:`attnlib.scaled_dot_product_attention`.
         causal: mask keys ``j > i`` (top-left aligned, as ``causal_mask`` and
             ``F.scaled_dot_product_attention(is_causal=True)``).
         block_size: keys per block, ``>= 1``; ``S`` need not be a multiple of it.
@@ -52,11 +59,11 @@ def tiled_attention(
 
     Shape:
         ``query``: ``(..., L, d_k)``; ``key``: ``(..., S, d_k)``; ``value``: ``(..., S, d_v)``;
-        output: ``(..., L, d_v)``.
+        ``mask``: broadcastable to ``(..., L, S)``; output: ``(..., L, d_v)``.
 
     Raises:
-        ValueError: if ``block_size < 1`` or the shapes do not match. TypeError: non-float
-        inputs.
+        ValueError: if ``block_size < 1``, the shapes do not match, or ``mask`` does not
+        broadcast. TypeError: non-float inputs, or a mask neither boolean nor floating point.
 
     Example:
         >>> torch.manual_seed(0)
@@ -78,6 +85,8 @@ def tiled_attention(
     L, S = query.shape[-2], key.shape[-2]
     scale = query.shape[-1] ** -0.5 if scale is None else scale
     batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    if mask is not None:
+        check_mask(mask, (*batch, L, S), "(..., L, S)")
     q = query * scale  # (..., L, d_k)
     m = query.new_full((*batch, L, 1), -math.inf)  # running max of the scores
     total = query.new_zeros((*batch, L, 1))  # running sum of exp(s - m)
@@ -91,6 +100,8 @@ def tiled_attention(
         if causal:
             cols = torch.arange(start, stop, device=query.device).unsqueeze(0)  # (1, B)
             s = s.masked_fill(cols > rows, -math.inf)
+        if mask is not None:
+            s = apply_mask(s, mask[..., start:stop] if mask.shape[-1] > 1 else mask)
         m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (..., L, 1)
         m_safe = torch.where(m_new == -math.inf, 0.0, m_new)  # rows with no key yet
         p = torch.exp(s - m_safe)  # (..., L, B)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlib._checks import check_mask, check_tensor, shape_str
+from attnlib._checks import attends_somewhere, check_mask, check_tensor, shape_str
 from attnlib.attention import SelfAttention, scaled_dot_product_attention
 
 __all__ = ["MultiHeadAttention", "NaiveMultiHeadAttention"]
@@ -73,6 +73,7 @@ def _prepare(query, key, value, mask, embed_dim: int, num_heads: int):
                 check_mask(mask, (N, num_heads, L, S), allowed)
         else:
             check_mask(mask, (num_heads, L, S), "(L, S) or (H, L, S)")
+        mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # 4-D, for F.sdpa
     return query, key, value, mask, batched
 
 
@@ -88,7 +89,7 @@ class MultiHeadAttention(nn.Module):
     where ``Q_h`` is columns ``h*D:(h+1)*D`` of ``Q``. Same numbers as
     ``torch.nn.MultiheadAttention(E, H, bias=bias, batch_first=True)`` given the same weights
     (see :func:`attnlib.convert.from_torch`), but returns per-head weights and uses boolean
-    masks with ``True`` = may attend.
+    masks with ``True`` = may attend (a float mask is added to the scores, as PyTorch's).
 
     Args:
         embed_dim: ``E``.
@@ -101,14 +102,16 @@ class MultiHeadAttention(nn.Module):
     Shape:
         - ``query``: ``(L, E)`` or ``(N, L, E)``; ``key``, ``value``: ``(S, E)`` or
           ``(N, S, E)`` (default to ``query``; ``S`` may differ from ``L``).
-        - ``mask``: boolean, ``True`` = may attend; ``(L, S)``, ``(N, L, S)`` or
-          ``(N, H, L, S)`` (unbatched: ``(L, S)`` or ``(H, L, S)``).
+        - ``mask``: boolean, ``True`` = may attend, or floating point, added to the scores
+          (``-inf`` = blocked; e.g. :func:`attnlib.positions.alibi_bias`); ``(L, S)``,
+          ``(N, L, S)`` or ``(N, H, L, S)`` (unbatched: ``(L, S)`` or ``(H, L, S)``).
         - output: ``(L, E)`` or ``(N, L, E)``; weights: ``(H, L, S)`` or ``(N, H, L, S)``,
           or ``None`` with ``need_weights=False``.
 
     Raises:
         ValueError: if ``E`` is not divisible by ``H``, an input has the wrong rank or size,
-        or ``mask`` the wrong shape. TypeError: non-float input or non-boolean mask.
+        or ``mask`` the wrong shape. TypeError: non-float input, or a mask neither boolean
+        nor floating point.
 
     Example:
         >>> torch.manual_seed(0)
@@ -157,9 +160,11 @@ class MultiHeadAttention(nn.Module):
         if need_weights:
             heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # (N, H, L, D)
         else:
+            if mask is not None and mask.dtype != torch.bool:
+                mask = mask.to(q.dtype)  # F.sdpa wants a float mask of the query's dtype
             heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (N, H, L, D)
             if mask is not None:  # a row with nothing to attend to: zeros, not NaN
-                heads = torch.where(mask.any(dim=-1, keepdim=True), heads, 0.0)
+                heads = torch.where(attends_somewhere(mask), heads, 0.0)
             weights = None
         heads = heads.transpose(1, 2).reshape(N, L, E)  # (N, L, H*D) = (N, L, E)
         output = self.out_proj(heads)  # (N, L, E)
@@ -196,13 +201,14 @@ class NaiveMultiHeadAttention(nn.Module):
 
     Shape:
         As :class:`MultiHeadAttention`: ``query`` ``(L, E)`` or ``(N, L, E)``; ``key``,
-        ``value`` ``(S, E)`` or ``(N, S, E)``; ``mask`` ``(L, S)``, ``(N, L, S)`` or
-        ``(N, H, L, S)``; output ``(L, E)`` or ``(N, L, E)``; weights ``(H, L, S)`` or
-        ``(N, H, L, S)``.
+        ``value`` ``(S, E)`` or ``(N, S, E)``; ``mask`` (boolean or float) ``(L, S)``,
+        ``(N, L, S)`` or ``(N, H, L, S)``; output ``(L, E)`` or ``(N, L, E)``; weights
+        ``(H, L, S)`` or ``(N, H, L, S)``.
 
     Raises:
         ValueError: if ``E`` is not divisible by ``H``, an input has the wrong rank or size,
-        or ``mask`` the wrong shape. TypeError: non-float input or non-boolean mask.
+        or ``mask`` the wrong shape. TypeError: non-float input, or a mask neither boolean
+        nor floating point.
 
     Example:
         >>> torch.manual_seed(0)
