@@ -131,7 +131,7 @@ def rotary_embedding(x: Tensor, positions: Tensor | None = None, base: float = 1
                 [ 0.5403,  0.8415],
                 [-0.4161,  0.9093]])
     """
-    check_tensor("x", x, tuple(range(2, 9)))
+    check_tensor("x", x, (2, None))
     L, D = x.shape[-2], x.shape[-1]
     if D % 2:
         raise ValueError(
