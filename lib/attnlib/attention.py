@@ -17,9 +17,8 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import Tensor, nn
-
 import torch.nn.functional as F
+from torch import Tensor, nn
 
 from attnlib._checks import (
     apply_mask,
