@@ -143,6 +143,16 @@ def test_print_weights_empty_matrix_prints_the_header(capsys):
     assert capsys.readouterr().out == "\tx\ty\t\n"
 
 
+class ArrayLike:
+    """Any object NumPy can convert (a pandas DataFrame, a JAX array, ...)."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __array__(self, dtype=None, copy=None):
+        return np.array(self.rows, dtype=dtype)
+
+
 @pytest.mark.parametrize(
     "weights",
     [
@@ -153,8 +163,18 @@ def test_print_weights_empty_matrix_prints_the_header(capsys):
         np.array([[0.25, 0.75], [0.5, 0.5]], dtype=np.float16),
         [[0.25, 0.75], [0.5, 0.5]],  # before: "weights must be 2-D; got list"
         ((0.25, 0.75), (0.5, 0.5)),
+        ArrayLike([[0.25, 0.75], [0.5, 0.5]]),
     ],
-    ids=["bfloat16", "float16", "float64", "requires_grad", "numpy-float16", "list", "tuple"],
+    ids=[
+        "bfloat16",
+        "float16",
+        "float64",
+        "requires_grad",
+        "numpy-float16",
+        "list",
+        "tuple",
+        "array-like",
+    ],
 )
 def test_print_and_plot_weights_of_any_real_type(weights, capsys):
     expected = [[0.25, 0.75], [0.5, 0.5]]

@@ -39,7 +39,9 @@ def _as_array(weights) -> np.ndarray:
                 "weights must be a rectangular nested list of numbers (one list per row, "
                 f"all of the same length); got a {type(weights).__name__} that is not ({error})"
             ) from None
-    elif not isinstance(weights, np.ndarray):
+    elif hasattr(weights, "__array__"):  # NumPy arrays, and pandas, JAX, Keras ... arrays
+        weights = np.asarray(weights)
+    else:
         raise TypeError(
             "weights must be a torch.Tensor, a NumPy array or a nested list of numbers; got "
             f"{type(weights).__name__}"
@@ -152,7 +154,8 @@ def print_weights(weights, rows: Sequence[str], cols: Sequence[str] | None = Non
 
     Args:
         weights: the ``(n, m)`` matrix: a tensor (any real dtype, ``requires_grad``
-            allowed), a NumPy array or a nested list of numbers.
+            allowed), a NumPy array (or anything ``np.asarray`` converts, such as a pandas
+            DataFrame) or a nested list of numbers.
         rows: ``n`` row labels (the queries), each a ``str`` or an ``int``; not a single
             string (split a sentence into words first).
         cols: ``m`` column labels, default ``rows``.
@@ -206,8 +209,8 @@ def plot_weights(
     """Draw a matrix as a heatmap, rows and columns labelled, each cell with its value.
 
     Args:
-        weights: the ``(n, m)`` matrix: a tensor (any real dtype), a NumPy array or a nested
-            list of numbers, with at least one row and one column.
+        weights: the ``(n, m)`` matrix, as for :func:`print_weights`, with at least one row
+            and one column.
         rows: ``n`` row labels, each a ``str`` or an ``int``.
         cols: ``m`` column labels, default ``rows``.
         ax: a matplotlib ``Axes`` to draw into; a new figure if ``None``.
