@@ -246,7 +246,8 @@ def scaled_dot_product_attention(
     weights = attention_weights(query, key, mask=mask, scale=scale)  # (..., L, S)
     if dropout_p > 0:
         weights = F.dropout(weights, p=dropout_p)
-    return weighted_sum(weights, value), weights
+    output = weights @ value if mask is None else weighted_sum(weights, value)  # (..., L, d_v)
+    return output, weights
 
 
 def _check_value(query: Tensor, key: Tensor, value: Tensor) -> None:

@@ -103,6 +103,8 @@ def tiled_attention(
         p = torch.exp(s - m_safe)  # (..., L, B)
         rescale = torch.exp(m - m_safe)  # (..., L, 1); 0 on the first block
         total = total * rescale + p.sum(dim=-1, keepdim=True)
-        out = out * rescale + weighted_sum(p, value[..., start:stop, :])  # (..., L, d_v)
+        v = value[..., start:stop, :]  # (..., B, d_v)
+        masked = causal or mask is not None  # a zero weight may then meet an inf value
+        out = out * rescale + (weighted_sum(p, v) if masked else p @ v)  # (..., L, d_v)
         m = m_new
     return out / torch.where(total == 0, 1.0, total)

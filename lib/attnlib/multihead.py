@@ -208,7 +208,8 @@ class MultiHeadAttention(nn.Module):
         v = self._split_heads(self.v_proj(value))  # (N, H, S, D)
         dropout_p = self.dropout if self.training else 0.0
         # F.sdpa needs S >= 1 and lets a blocked key's inf or NaN value reach the output.
-        fast = not need_weights and k.shape[-2] > 0 and bool(torch.isfinite(v).all())
+        fast = not need_weights and k.shape[-2] > 0
+        fast = fast and (mask is None or bool(torch.isfinite(v).all()))
         if not fast:
             heads, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)
         else:
