@@ -4,6 +4,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import math  # noqa: E402
+import warnings  # noqa: E402
+
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -113,8 +116,8 @@ def test_bad_display_ranks():
         plot_weights(torch.zeros(2, 2, 2), ["a", "b"])
     with pytest.raises(ValueError, match=r"weights must be 3-D; got \(2, 2\)"):
         plot_heads(torch.zeros(2, 2), ["a", "b"])
-    with pytest.raises(ValueError, match="weights must be 2-D; got list"):
-        print_weights([[1.0]], ["a"])
+    with pytest.raises(ValueError, match=r"weights must be 2-D; got \(3,\)"):
+        print_weights([1.0, 2.0, 3.0], ["a"])
 
 
 def test_plot_weights_labels_scale_and_nan_cells():
@@ -124,3 +127,377 @@ def test_plot_weights_labels_scale_and_nan_cells():
     assert ax.images[0].get_clim() == (0, 1)
     assert [t.get_text() for t in ax.texts] == ["0.50", "0.25", "0.75"]  # NaN cell left blank
     plt.close(ax.figure)
+
+
+# ---------------------------------------------------------------- documented results
+
+
+def test_print_weights_nan_and_infinities(capsys):
+    w = torch.tensor([[math.nan, math.inf], [-math.inf, 0.125]])
+    print_weights(w, ["a", "b"])
+    assert capsys.readouterr().out == "\ta\tb\t\na\tnan\tinf\t\nb\t-inf\t0.12\t\n"
+
+
+def test_print_weights_empty_matrix_prints_the_header(capsys):
+    print_weights(torch.zeros(0, 2), [], ["x", "y"])
+    assert capsys.readouterr().out == "\tx\ty\t\n"
+
+
+class ArrayLike:
+    """Any object NumPy can convert (a pandas DataFrame, a JAX array, ...)."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __array__(self, dtype=None, copy=None):
+        return np.array(self.rows, dtype=dtype)
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        torch.tensor([[0.25, 0.75], [0.5, 0.5]], dtype=torch.bfloat16),  # before: TypeError
+        torch.tensor([[0.25, 0.75], [0.5, 0.5]], dtype=torch.float16),
+        torch.tensor([[0.25, 0.75], [0.5, 0.5]], dtype=torch.float64),
+        torch.tensor([[0.25, 0.75], [0.5, 0.5]], requires_grad=True),
+        np.array([[0.25, 0.75], [0.5, 0.5]], dtype=np.float16),
+        [[0.25, 0.75], [0.5, 0.5]],  # before: "weights must be 2-D; got list"
+        ((0.25, 0.75), (0.5, 0.5)),
+        ArrayLike([[0.25, 0.75], [0.5, 0.5]]),
+    ],
+    ids=[
+        "bfloat16",
+        "float16",
+        "float64",
+        "requires_grad",
+        "numpy-float16",
+        "list",
+        "tuple",
+        "array-like",
+    ],
+)
+def test_print_and_plot_weights_of_any_real_type(weights, capsys):
+    expected = [[0.25, 0.75], [0.5, 0.5]]
+    print_weights(weights, ["a", "b"])
+    assert capsys.readouterr().out == seed_table(expected, ["a", "b"], ["a", "b"])
+    ax = plot_weights(weights, ["a", "b"])
+    assert [t.get_text() for t in ax.texts] == ["0.25", "0.75", "0.50", "0.50"]
+    np.testing.assert_array_equal(ax.images[0].get_array(), expected)
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [torch.tensor([[True, False], [True, True]]), np.array([[1, 0], [1, 1]], dtype=np.int8)],
+    ids=["bool", "int8"],
+)
+def test_masks_print_as_zeros_and_ones(weights, capsys):
+    print_weights(weights, ["a", "b"], digits=0)
+    assert capsys.readouterr().out == "\ta\tb\t\na\t1\t0\t\nb\t1\t1\t\n"
+
+
+def test_labels_may_be_ints_tuples_and_generators(capsys):
+    w = np.array([[0.5, 0.5]])
+    print_weights(w, (np.int64(3),), (f"k{j}" for j in range(2)))
+    assert capsys.readouterr().out == "\tk0\tk1\t\n3\t0.50\t0.50\t\n"
+    ax = plot_weights(w, [7], range(2))
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["7"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1"]
+    print_weights(w, ["q"], ["a", "b"], digits=np.int64(3))  # NumPy ints are ints
+    assert capsys.readouterr().out.splitlines()[1] == "q\t0.500\t0.500\t"
+
+
+def test_plot_weights_infinite_cells_are_written_and_readable():
+    # Before: -inf was written in white on the blank (uncoloured) cell: invisible.
+    w = torch.tensor([[0.0, -math.inf], [math.inf, 1.0]])
+    ax = plot_weights(w, ["a", "b"])
+    assert ax.images[0].get_clim() == (0.0, 1.0)  # the finite values set the scale
+    texts = {t.get_text(): t.get_color() for t in ax.texts}
+    assert set(texts) == {"0.00", "-inf", "inf", "1.00"}
+    assert texts["-inf"] == texts["inf"] == "black"
+    assert texts["0.00"] == "white" and texts["1.00"] == "black"
+    assert ax.images[0].get_array().mask.tolist() == [[False, True], [True, False]]
+
+
+def test_plot_weights_of_a_constant_matrix():
+    ax = plot_weights(torch.full((2, 2), 0.5), ["a", "b"])
+    lo, hi = ax.images[0].get_clim()
+    assert lo < 0.5 < hi  # matplotlib widens a scale of zero width around the value
+    assert [t.get_text() for t in ax.texts] == ["0.50"] * 4
+
+
+def test_plot_weights_with_no_finite_value():
+    ax = plot_weights(torch.full((2, 2), math.nan), ["a", "b"])
+    assert ax.images[0].get_clim() == (0.0, 1.0) and len(ax.texts) == 0
+
+
+@pytest.mark.parametrize(
+    ("vmin", "vmax", "clim"),
+    [
+        (None, None, (0.1, 0.4)),
+        (0.2, None, (0.2, 0.4)),
+        (None, 0.3, (0.1, 0.3)),
+        (-1, 2, (-1.0, 2.0)),
+        (np.float32(0.0), np.int64(1), (0.0, 1.0)),
+    ],
+)
+def test_plot_weights_colour_limits(vmin, vmax, clim):
+    w = np.array([[0.1, 0.2], [0.3, 0.4]])
+    ax = plot_weights(w, ["a", "b"], vmin=vmin, vmax=vmax)
+    assert ax.images[0].get_clim() == pytest.approx(clim)
+
+
+def test_plot_weights_writes_values_up_to_400_cells():
+    labels20, labels21 = [str(i) for i in range(20)], [str(i) for i in range(21)]
+    assert len(plot_weights(np.zeros((20, 20)), labels20).texts) == 400
+    assert len(plot_weights(np.zeros((20, 21)), labels20, labels21).texts) == 0
+
+
+def test_plot_weights_title_none_and_empty():
+    assert plot_weights(np.eye(2), ["a", "b"], title=None).get_title() == ""
+    assert plot_weights(np.eye(2), ["a", "b"], title="x").get_title() == "x"
+
+
+def test_plot_heads_more_columns_than_heads():
+    # Before: ncols=10 for 2 heads drew 8 hidden axes in a 16-inch-wide figure.
+    fig = plot_heads(torch.rand(2, 3, 3), ["a", "b", "c"], ncols=10)
+    assert len([ax for ax in fig.axes if ax.images]) == 2
+    assert all(ax.get_visible() for ax in fig.axes)
+    assert fig.get_size_inches()[0] <= 16.0
+
+
+@pytest.mark.parametrize(("n", "m"), [(1, 50), (50, 2), (60, 60)])
+def test_plot_heads_figure_size_is_bounded(n, m):
+    # Before: (1, 50) gave a figure 0.16 inch tall (constrained layout collapsed, with a
+    # warning) and (50, 2) one 75 inches tall.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = plot_heads(torch.rand(2, n, m), list(range(n)), list(range(m)))
+    width, height = fig.get_size_inches()
+    assert width <= 16.0
+    panel = width / 2
+    assert panel / 3 - 1e-9 <= height <= 3 * panel + 1e-9
+
+
+def test_plot_heads_digits_and_nan():
+    w = torch.tensor([[[0.5, math.nan]], [[0.25, 0.75]]])
+    fig = plot_heads(w, ["q"], ["a", "b"], digits=1)
+    heatmaps = [ax for ax in fig.axes if ax.images]
+    assert [[t.get_text() for t in ax.texts] for ax in heatmaps] == [["0.5"], ["0.2", "0.8"]]
+
+
+# ---------------------------------------------------------------- bad input
+
+W2 = torch.tensor([[0.25, 0.75], [0.5, 0.5]])
+AB = ["a", "b"]
+
+BAD_PRINT = [
+    # (arguments, keyword arguments, exception, message)
+    ((W2, AB), {"digits": None}, TypeError, r"digits must be an int >= 0 .*; got NoneType None"),
+    ((W2, AB), {"digits": -1}, ValueError, r"digits must be >= 0 \(the decimals shown\); got -1"),
+    ((W2, AB), {"digits": 1.5}, TypeError, r"digits must be an int >= 0 .*; got float 1.5"),
+    ((W2, AB), {"digits": 2.0}, TypeError, r"digits must be an int >= 0 .*; got float 2.0"),
+    ((W2, AB), {"digits": True}, TypeError, r"digits must be an int >= 0 .*; got bool True"),
+    ((W2, AB), {"digits": "2"}, TypeError, r"digits must be an int >= 0 .*; got str '2'"),
+    (
+        (W2, "ab"),
+        {},
+        TypeError,
+        r"rows must be a list of labels, one per row; got the string 'ab' \(split a sentence",
+    ),
+    (
+        (W2, None),
+        {},
+        TypeError,
+        r"rows must be a list of labels \(str or int\), one per row; got NoneType",
+    ),
+    (
+        (W2, torch.tensor([1, 2])),
+        {},
+        TypeError,
+        r"rows must be a list .*; got Tensor \(convert a tensor with .tolist\(\)\)",
+    ),
+    ((W2, ["a", None]), {}, TypeError, r"rows\[1\] must be a str \(or an int\); got NoneType None"),
+    ((W2, AB, [0.5, "y"]), {}, TypeError, r"cols\[0\] must be a str \(or an int\); got float 0.5"),
+    ((W2, [True, False]), {}, TypeError, r"rows\[0\] must be a str \(or an int\); got bool True"),
+    (
+        (W2, ["a\tb", "c"]),
+        {},
+        ValueError,
+        r"rows\[0\] must not contain a tab or a newline .*; got 'a\\tb'",
+    ),
+    ((W2, AB, ["x", "y\n"]), {}, ValueError, r"cols\[1\] must not contain a tab or a newline"),
+    (
+        (W2.to(torch.complex64), AB),
+        {},
+        TypeError,
+        r"weights must hold real numbers; got dtype torch.complex64",
+    ),
+    (
+        (np.array([["a", "b"], ["c", "d"]]), AB),
+        {},
+        TypeError,
+        r"weights must hold real numbers; got dtype <U1",
+    ),
+    (
+        ([[1.0, 2.0], [3.0]], AB),
+        {},
+        ValueError,
+        r"weights must be a rectangular nested list of numbers",
+    ),
+    (
+        ("weights", AB),
+        {},
+        TypeError,
+        r"weights must be a torch.Tensor, a NumPy array or a nested list of numbers; got str",
+    ),
+    ((None, AB), {}, TypeError, r"weights must be a torch.Tensor, .*; got NoneType"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "message"),
+    [pytest.param(*case, id=f"print-{i}") for i, case in enumerate(BAD_PRINT)],
+)
+def test_bad_print_weights(args, kwargs, error, message, capsys):
+    with pytest.raises(error, match=message):
+        print_weights(*args, **kwargs)
+    assert capsys.readouterr().out == ""  # checked before anything is printed
+
+
+BAD_PLOT = [
+    (
+        (torch.zeros(0, 2), [], ["x", "y"]),
+        {},
+        r"weights must have at least one row and one column to plot; got \(0, 2\)",
+    ),
+    (
+        (torch.zeros(2, 0), AB, []),
+        {},
+        r"weights must have at least one row and one column to plot; got \(2, 0\)",
+    ),
+    ((torch.zeros(0, 0), []), {}, r"at least one row and one column to plot; got \(0, 0\)"),
+    ((W2, AB), {"vmin": 1, "vmax": 0}, r"vmin must be < vmax; got vmin=1, vmax=0"),
+    ((W2, AB), {"vmin": 0.5, "vmax": 0.5}, r"vmin must be < vmax; got vmin=0.5, vmax=0.5"),
+    (
+        (W2, AB),
+        {"vmin": 0.8},  # before: a scale from 0.36 to 0.8
+        r"vmin must be below the largest finite value of weights, 0.75; got vmin=0.8 "
+        r"\(give vmax too\)",
+    ),
+    (
+        (W2, AB),
+        {"vmax": 0.25},
+        r"vmax must be above the smallest finite value of weights, 0.25; got vmax=0.25 "
+        r"\(give vmin too\)",
+    ),
+    ((W2, AB), {"vmin": math.nan}, r"vmin must be a finite number or None; got nan"),
+    ((W2, AB), {"vmax": math.inf}, r"vmax must be a finite number or None; got inf"),
+    ((W2, AB), {"digits": -2}, r"digits must be >= 0 \(the decimals shown\); got -2"),
+]
+
+BAD_PLOT_TYPES = [
+    ((W2, AB), {"vmin": "0"}, r"vmin must be a number or None; got str '0'"),
+    ((W2, AB), {"vmax": torch.tensor(1.0)}, r"vmax must be a number or None; got Tensor"),
+    (
+        (W2, AB),
+        {"ax": "left"},
+        r"ax must be a matplotlib Axes \(e.g. from plt.subplots\(\)\) or None; got str",
+    ),
+    (
+        (W2, AB),
+        {"digits": 0.5},
+        r"digits must be an int >= 0 \(the decimals shown\) or None \(no values\); got float 0.5",
+    ),
+    ((W2, "ab"), {}, r"rows must be a list of labels, one per row; got the string 'ab'"),
+    ((W2, [None, "b"]), {}, r"rows\[0\] must be a str \(or an int\); got NoneType None"),
+]
+
+
+@pytest.mark.parametrize(
+    ("error", "args", "kwargs", "message"),
+    [pytest.param(ValueError, *case, id=f"value-{i}") for i, case in enumerate(BAD_PLOT)]
+    + [pytest.param(TypeError, *case, id=f"type-{i}") for i, case in enumerate(BAD_PLOT_TYPES)],
+)
+def test_bad_plot_weights(error, args, kwargs, message):
+    with pytest.raises(error, match=message):
+        plot_weights(*args, **kwargs)
+
+
+W3 = torch.rand(3, 2, 2)
+
+BAD_HEADS = [
+    (
+        (W3, AB),
+        {"titles": ["x"]},
+        ValueError,
+        r"titles must have one title per head, H=3; got 1: \['x'\]",
+    ),
+    (
+        (W3, AB),
+        {"titles": ["x", "y", "z", "t"]},
+        ValueError,
+        r"titles must have one title per head, H=3; got 4",
+    ),
+    ((W3, AB), {"titles": []}, ValueError, r"titles must have one title per head, H=3; got 0"),
+    (
+        (W3, AB),
+        {"titles": "xyz"},
+        TypeError,
+        r"titles must be a list of H=3 strings, one per head; got str 'xyz'",
+    ),
+    ((W3, AB), {"titles": ["x", 1, "z"]}, TypeError, r"titles\[1\] must be a str; got int 1"),
+    (
+        (W3, AB),
+        {"ncols": 0},
+        ValueError,
+        r"ncols must be >= 1 \(heads per row of the grid\); got 0",
+    ),
+    (
+        (W3, AB),
+        {"ncols": -1},
+        ValueError,
+        r"ncols must be >= 1 \(heads per row of the grid\); got -1",
+    ),
+    (
+        (W3, AB),
+        {"ncols": 1.5},
+        TypeError,
+        r"ncols must be an int >= 1 \(heads per row of the grid\) or None; got float 1.5",
+    ),
+    ((W3, AB), {"ncols": True}, TypeError, r"ncols must be an int >= 1 .*; got bool True"),
+    ((W3, AB), {"digits": -1}, ValueError, r"digits must be >= 0 \(the decimals shown\); got -1"),
+    (
+        (torch.zeros(0, 2, 2), AB),
+        {},
+        ValueError,
+        r"weights must have at least one head, one row and one column to plot; got \(0, 2, 2\)",
+    ),
+    (
+        (torch.zeros(2, 0, 2), [], AB),
+        {},
+        ValueError,
+        r"at least one head, one row and one column to plot; got \(2, 0, 2\)",
+    ),
+    (
+        (torch.zeros(2, 2, 0), AB, []),
+        {},
+        ValueError,
+        r"at least one head, one row and one column to plot; got \(2, 2, 0\)",
+    ),
+    (
+        (torch.zeros(2, 2, 2), AB, ["x", "y", "z"]),
+        {},
+        ValueError,
+        r"weights must have shape \(len\(rows\)=2, len\(cols\)=3\); got \(2, 2, 2\)",
+    ),
+    ((W3, 7), {}, TypeError, r"rows must be a list of labels \(str or int\), one per row; got int"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "message"),
+    [pytest.param(*case, id=f"heads-{i}") for i, case in enumerate(BAD_HEADS)],
+)
+def test_bad_plot_heads(args, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        plot_heads(*args, **kwargs)

@@ -16,18 +16,70 @@ def shape_str(shape) -> str:
 
 
 def check_tensor(name: str, x, ranks: tuple[int, ...]) -> Tensor:
-    """Check that ``x`` is a floating-point tensor whose rank is one of ``ranks``."""
+    """Check that ``x`` is a floating-point tensor whose rank is one of ``ranks``; a
+    ``ranks`` of ``(r, None)`` means ``r`` or more (any number of batch dimensions)."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
-    if x.dim() not in ranks:
-        if len(ranks) > 2 and ranks == tuple(range(ranks[0], ranks[-1] + 1)):
-            want = f"at least {ranks[0]}-D"  # (..., L, D): any number of batch dimensions
-        else:
-            want = " or ".join(f"{r}-D" for r in ranks)
+    if ranks[-1] is None:
+        if x.dim() < ranks[0]:
+            raise ValueError(
+                f"{name} must be at least {ranks[0]}-D; got {x.dim()}-D with shape "
+                f"{shape_str(x.shape)}"
+            )
+    elif x.dim() not in ranks:
+        want = " or ".join(f"{r}-D" for r in ranks)
         raise ValueError(f"{name} must be {want}; got {x.dim()}-D with shape {shape_str(x.shape)}")
     if not x.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor; got dtype {x.dtype}")
     return x
+
+
+def check_same_kind(**tensors: Tensor) -> None:
+    """Check that the tensors share one dtype and one device (PyTorch would raise deep inside
+    a matrix product, naming neither argument)."""
+    (first, t0), *rest = tensors.items()
+    for name, t in rest:
+        if t.dtype != t0.dtype:
+            raise TypeError(
+                f"{first} and {name} must have the same dtype; got {first} {t0.dtype} and "
+                f"{name} {t.dtype} (convert one with .to({t0.dtype}))"
+            )
+        if t.device != t0.device:
+            raise ValueError(
+                f"{first} and {name} must be on the same device; got {first} on {t0.device} "
+                f"and {name} on {t.device}"
+            )
+
+
+def check_positive_int(name: str, n) -> int:
+    """``n`` is an ``int`` (not a ``bool``) and at least 1."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{name} must be a positive integer; got {n!r}")
+    return n
+
+
+def check_module_dtype(name: str, x: Tensor, weight: Tensor) -> None:
+    """An input must have its module's dtype (PyTorch would raise inside ``F.linear``)."""
+    if x.dtype != weight.dtype:
+        raise TypeError(
+            f"{name} has dtype {x.dtype} but the module's weights are {weight.dtype}; convert "
+            f"the input (x.to({weight.dtype})) or the module (module.to({x.dtype}))"
+        )
+
+
+def check_scale(scale) -> float | None:
+    """``None`` or a finite real number (a Python number or a 0-D tensor)."""
+    if scale is None:
+        return None
+    if isinstance(scale, Tensor) and scale.dim() == 0 and scale.is_floating_point():
+        scale = scale.item()
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(
+            f"scale must be a real number or None; got {type(scale).__name__} {scale!r}"
+        )
+    if not math.isfinite(scale):
+        raise ValueError(f"scale must be finite; got {scale!r}")
+    return float(scale)
 
 
 def check_mask(mask, target: tuple[int, ...], allowed: str) -> Tensor:
@@ -66,7 +118,21 @@ def apply_mask(scores: Tensor, mask: Tensor | None) -> Tensor:
         return scores
     if mask.dtype == torch.bool:
         return scores.masked_fill(~mask, -math.inf)
-    return scores + mask.to(scores.dtype)
+    mask = mask.to(scores.dtype)
+    # -inf must block whatever the score is (a score of +inf or NaN would give NaN)
+    return torch.where(mask == -math.inf, -math.inf, scores + mask)
+
+
+def weighted_sum(weights: Tensor, value: Tensor) -> Tensor:
+    """``weights @ value``, except that a value row with zero weight never touches the output:
+    a blocked key whose value holds ``inf`` or NaN would otherwise give ``0 * inf = NaN``.
+
+    The exact (memory-hungry) path runs only when ``value`` is not all finite."""
+    out = weights @ value  # (..., L, d_v)
+    if value.numel() and not torch.isfinite(value).all():
+        terms = weights.unsqueeze(-1) * value.unsqueeze(-3)  # (..., L, S, d_v)
+        out = torch.where((weights != 0).unsqueeze(-1), terms, 0.0).sum(dim=-2)  # (..., L, d_v)
+    return out
 
 
 def attends_somewhere(mask: Tensor) -> Tensor:

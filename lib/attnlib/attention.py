@@ -17,9 +17,20 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlib._checks import apply_mask, check_mask, check_tensor, shape_str
+from attnlib._checks import (
+    apply_mask,
+    check_mask,
+    check_module_dtype,
+    check_positive_int,
+    check_same_kind,
+    check_scale,
+    check_tensor,
+    shape_str,
+    weighted_sum,
+)
 
 __all__ = [
     "SelfAttention",
@@ -64,6 +75,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     if not isinstance(x, Tensor) or not x.is_floating_point():
         got = x.dtype if isinstance(x, Tensor) else type(x).__name__
         raise TypeError(f"x must be a floating-point torch.Tensor; got {got}")
+    if x.shape[dim] == 0:  # nothing to normalise over (no keys): an empty result
+        return x.clone()
     m = x.amax(dim=dim, keepdim=True)
     m = torch.where(m == -math.inf, torch.zeros_like(m), m)  # all -inf: avoid -inf - -inf
     e = torch.exp(x - m)
@@ -103,20 +116,22 @@ def causal_mask(L: int, S: int | None = None, device=None) -> Tensor:
     """
     S = L if S is None else S
     for name, n in (("L", L), ("S", S)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"{name} must be a positive integer; got {n!r}")
+        check_positive_int(name, n)
     return torch.ones(L, S, dtype=torch.bool, device=device).tril()
 
 
 def _check_qk(query: Tensor, key: Tensor) -> None:
-    check_tensor("query", query, tuple(range(2, 9)))
-    check_tensor("key", key, tuple(range(2, 9)))
+    check_tensor("query", query, (2, None))
+    check_tensor("key", key, (2, None))
+    check_same_kind(query=query, key=key)
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(
             f"query and key must have the same last dimension d_k; got query "
             f"{shape_str(query.shape)} (d_k={query.shape[-1]}) and key {shape_str(key.shape)} "
             f"(d_k={key.shape[-1]})"
         )
+    if query.shape[-1] == 0:
+        raise ValueError(f"query and key must have d_k >= 1; got query {shape_str(query.shape)}")
     try:
         torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
     except RuntimeError:
@@ -166,9 +181,11 @@ def attention_weights(
         tensor([0.6225, 0.3775, 0.0000])
     """
     _check_qk(query, key)
+    scale = check_scale(scale)
     if scale is None:
         scale = query.shape[-1] ** -0.5
-    scores = (query @ key.transpose(-2, -1)).mul_(scale)  # (..., L, S), scaled in place
+    # Scale before the product: Q K^T can overflow float16 (65504) where (Q s) K^T does not.
+    scores = (query * scale) @ key.transpose(-2, -1)  # (..., L, S)
     if mask is None:
         return torch.softmax(scores, dim=-1)
     check_mask(mask, tuple(scores.shape), "(..., L, S)")
@@ -181,6 +198,7 @@ def scaled_dot_product_attention(
     value: Tensor,
     mask: Tensor | None = None,
     scale: float | None = None,
+    dropout_p: float = 0.0,
 ) -> tuple[Tensor, Tensor]:
     """Scaled dot-product attention (Vaswani et al., 2017), returning output and weights.
 
@@ -190,13 +208,18 @@ def scaled_dot_product_attention(
         \\left(\\frac{Q K^\\top}{\\sqrt{d_k}}\\right) V
 
     Equal to ``F.scaled_dot_product_attention(query, key, value, attn_mask=mask,
-    scale=scale)``, which does not return the weights, except that a query with nothing to
-    attend to gives zeros here.
+    scale=scale)``, which does not return the weights. A query with nothing to attend to
+    (every key masked, or ``S = 0``) gives zeros, and a masked key never touches the output,
+    even if its value holds ``inf`` or NaN.
 
     Args:
         query: ``Q``; key: ``K``; value: ``V`` (one row per key).
         mask: optional; boolean (``True`` = may attend) or float (added to the scores).
         scale: defaults to ``1 / sqrt(d_k)``.
+        dropout_p: probability of zeroing each weight after the softmax (the others are
+            scaled by ``1 / (1 - p)``), as ``F.scaled_dot_product_attention``: applied whenever
+            it is above 0; a module passes 0 in eval mode. The returned weights are the
+            dropped ones, those that made the output (as ``nn.MultiheadAttention``).
 
     Returns:
         ``(output, weights)``.
@@ -207,8 +230,9 @@ def scaled_dot_product_attention(
         ``(..., L, S)``.
 
     Raises:
-        TypeError, ValueError: as :func:`attention_weights`; ValueError if ``value`` has not
-        one row per key.
+        TypeError, ValueError: as :func:`attention_weights`; TypeError if ``value`` has
+        another dtype; ValueError if ``value`` has not one row per key, its batch dimensions
+        do not broadcast, or ``dropout_p`` is not in ``[0, 1)``.
 
     Example:
         >>> X = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.5, 1.0, 1.0], [0.0, 1.0, 1.0, 1.0]])
@@ -216,14 +240,38 @@ def scaled_dot_product_attention(
         >>> output[0]
         tensor([0.4519, 0.6852, 0.5481, 1.0000])
     """
-    check_tensor("value", value, tuple(range(2, 9)))
-    if isinstance(key, Tensor) and value.shape[-2] != key.shape[-2]:
+    _check_qk(query, key)
+    _check_value(query, key, value)
+    dropout_p = _check_dropout("dropout_p", dropout_p)
+    weights = attention_weights(query, key, mask=mask, scale=scale)  # (..., L, S)
+    if dropout_p > 0:
+        weights = F.dropout(weights, p=dropout_p)
+    output = weights @ value if mask is None else weighted_sum(weights, value)  # (..., L, d_v)
+    return output, weights
+
+
+def _check_value(query: Tensor, key: Tensor, value: Tensor) -> None:
+    check_tensor("value", value, (2, None))
+    check_same_kind(query=query, value=value)
+    if value.shape[-2] != key.shape[-2]:
         raise ValueError(
             f"value must have one row per key, shape (..., S={key.shape[-2]}, d_v); "
             f"got {shape_str(value.shape)}"
         )
-    weights = attention_weights(query, key, mask=mask, scale=scale)  # (..., L, S)
-    return weights @ value, weights
+    try:
+        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"query, key and value batch dimensions must broadcast; got query "
+            f"{shape_str(query.shape)}, key {shape_str(key.shape)} and value "
+            f"{shape_str(value.shape)}"
+        ) from None
+
+
+def _check_dropout(name: str, p) -> float:
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+        raise ValueError(f"{name} must be a probability in [0, 1); got {p!r}")
+    return float(p)
 
 
 class SelfAttention(nn.Module):
@@ -239,23 +287,27 @@ class SelfAttention(nn.Module):
     :class:`attnlib.NaiveMultiHeadAttention` are instances of it).
 
     Args:
-        embed_dim: ``E``, the size of an input vector.
+        embed_dim: ``E``, the size of an input (query) vector.
         head_dim: ``D``, the size of ``q``, ``k``, ``v``; defaults to ``embed_dim``.
         bias: add a learned bias to the three projections.
+        kdim, vdim: the sizes of a key and of a value vector (cross-attention onto another
+            width, as ``nn.MultiheadAttention``); default ``embed_dim``.
+        dropout: probability of dropping an attention weight, in training mode only.
 
     Attributes:
-        q_proj, k_proj, v_proj: ``nn.Linear(E, D)``; ``y = x W^T + b`` (PyTorch stores ``W``
-        as ``(D, E)``).
+        q_proj: ``nn.Linear(E, D)``; k_proj: ``nn.Linear(kdim, D)``; v_proj:
+        ``nn.Linear(vdim, D)``; ``y = x W^T + b`` (PyTorch stores ``W`` as ``(D, E)``).
 
     Shape:
-        ``x``: ``(L, E)`` or ``(N, L, E)``; ``key``/``value`` (cross-attention): ``(S, E)``
-        or ``(N, S, E)``; ``mask`` (boolean, ``True`` = may attend, or float, added to the
-        scores): ``(L, S)`` or broadcastable to ``(N, L, S)``;
+        ``x``: ``(L, E)`` or ``(N, L, E)``; ``key``/``value`` (cross-attention): ``(S, kdim)``
+        / ``(S, vdim)`` or with a batch dimension ``N``; ``mask`` (boolean, ``True`` = may
+        attend, or float, added to the scores): ``(L, S)`` or broadcastable to ``(N, L, S)``;
         output: ``(L, D)`` or ``(N, L, D)``; weights: ``(L, S)`` or ``(N, L, S)``.
 
     Raises:
-        ValueError: if a dimension is not a positive integer, or an input's rank or last
-        dimension is wrong.
+        ValueError: if a dimension is not a positive integer, ``dropout`` is not in
+        ``[0, 1)``, or an input's rank or last dimension is wrong. TypeError: if an input's
+        dtype differs from the module's (convert one of them with ``.to``).
 
     Example:
         >>> torch.manual_seed(0)
@@ -266,18 +318,32 @@ class SelfAttention(nn.Module):
         (torch.Size([11, 10]), torch.Size([11, 11]))
     """
 
-    def __init__(self, embed_dim: int, head_dim: int | None = None, bias: bool = False):
+    def __init__(
+        self,
+        embed_dim: int,
+        head_dim: int | None = None,
+        bias: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         head_dim = embed_dim if head_dim is None else head_dim
-        for name, n in (("embed_dim", embed_dim), ("head_dim", head_dim)):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(f"{name} must be a positive integer; got {n!r}")
-        self.embed_dim = embed_dim
-        self.head_dim = head_dim
+        kdim = embed_dim if kdim is None else kdim
+        vdim = embed_dim if vdim is None else vdim
+        for name, n in (
+            ("embed_dim", embed_dim),
+            ("head_dim", head_dim),
+            ("kdim", kdim),
+            ("vdim", vdim),
+        ):
+            check_positive_int(name, n)
+        self.embed_dim, self.head_dim, self.kdim, self.vdim = embed_dim, head_dim, kdim, vdim
         self.bias = bias
+        self.dropout = _check_dropout("dropout", dropout)
         self.q_proj = nn.Linear(embed_dim, head_dim, bias=bias)
-        self.k_proj = nn.Linear(embed_dim, head_dim, bias=bias)
-        self.v_proj = nn.Linear(embed_dim, head_dim, bias=bias)
+        self.k_proj = nn.Linear(kdim, head_dim, bias=bias)
+        self.v_proj = nn.Linear(vdim, head_dim, bias=bias)
 
     def forward(
         self,
@@ -292,17 +358,31 @@ class SelfAttention(nn.Module):
         """
         key = x if key is None else key
         value = key if value is None else value
+        widths = {"x": self.embed_dim, "key": self.kdim, "value": self.vdim}
         for name, t in (("x", x), ("key", key), ("value", value)):
             check_tensor(name, t, (2, 3))
-            if t.shape[-1] != self.embed_dim:
+            check_module_dtype(name, t, self.q_proj.weight)
+            if t.shape[-1] != widths[name]:
+                length, width = ("L", "E") if name == "x" else ("S", name[0] + "dim")
+                size = f"{width}={widths[name]}"
                 raise ValueError(
-                    f"{name} must have shape (N, L, E={self.embed_dim}) or (L, E={self.embed_dim})"
-                    f"; got {shape_str(t.shape)}"
+                    f"{name} must have shape (N, {length}, {size}) or ({length}, {size}); "
+                    f"got {shape_str(t.shape)}"
                 )
         q = self.q_proj(x)  # (..., L, D)
         k = self.k_proj(key)  # (..., S, D)
         v = self.v_proj(value)  # (..., S, D)
-        return scaled_dot_product_attention(q, k, v, mask=mask)
+        dropout_p = self.dropout if self.training else 0.0
+        return scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)
 
     def extra_repr(self) -> str:
-        return f"embed_dim={self.embed_dim}, head_dim={self.head_dim}, bias={self.bias}"
+        extra = "".join(
+            f", {n}={v}"
+            for n, v, default in (
+                ("kdim", self.kdim, self.embed_dim),
+                ("vdim", self.vdim, self.embed_dim),
+                ("dropout", self.dropout, 0.0),
+            )
+            if v != default
+        )
+        return f"embed_dim={self.embed_dim}, head_dim={self.head_dim}, bias={self.bias}{extra}"

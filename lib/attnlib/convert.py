@@ -42,6 +42,13 @@ def _copy(linear: nn.Linear, weight: Tensor, bias: Tensor | None) -> None:
             linear.bias.copy_(bias)
 
 
+def _like(cls, m):
+    """A new ``cls`` with the sizes, dropout, dtype, device and mode of the module ``m``."""
+    new = cls(m.embed_dim, m.num_heads, m.bias, m.kdim, m.vdim, m.head_dim, m.dropout)
+    new.to(device=m.out_proj.weight.device, dtype=m.out_proj.weight.dtype)
+    return new.train(m.training)
+
+
 def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
     """A :class:`attnlib.MultiHeadAttention` with the weights of a
     ``torch.nn.MultiheadAttention``.
@@ -49,19 +56,20 @@ def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
     ``in_proj_weight`` ``(3E, E)`` is split into ``W_Q, W_K, W_V`` (in that order, rows
     ``0:E``, ``E:2E``, ``2E:3E``); ``in_proj_bias`` likewise. The result is batch-first
     whatever ``mha.batch_first`` is, returns per-head weights, and takes boolean masks with
-    ``True`` = may attend (pass ``~attn_mask``). Dropout is not copied (attnlib has none):
-    outputs agree with ``mha`` in ``eval()`` mode.
+    ``True`` = may attend (pass ``~attn_mask``; a float ``attn_mask`` is passed as it is).
+    With ``kdim``/``vdim`` the separate ``q_proj_weight``, ``k_proj_weight``,
+    ``v_proj_weight`` are copied. ``dropout``, dtype and device are kept, and so is the
+    training/eval mode.
 
     Args:
-        mha: ``torch.nn.MultiheadAttention`` with ``kdim == vdim == embed_dim`` and without
-            ``add_bias_kv``.
+        mha: ``torch.nn.MultiheadAttention`` without ``add_bias_kv`` and ``add_zero_attn``.
 
     Returns:
-        ``MultiHeadAttention(E, H, bias=mha.in_proj_bias is not None)``.
+        ``MultiHeadAttention(E, H, bias, kdim, vdim, dropout=mha.dropout)``.
 
     Raises:
-        TypeError: if ``mha`` is not an ``nn.MultiheadAttention``. ValueError: for ``kdim``/
-        ``vdim`` different from ``embed_dim`` or ``add_bias_kv=True``.
+        TypeError: if ``mha`` is not an ``nn.MultiheadAttention``. ValueError: for
+        ``add_bias_kv=True`` or ``add_zero_attn=True`` (attnlib has neither).
 
     Example:
         >>> torch.manual_seed(0)
@@ -73,16 +81,27 @@ def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
     """
     if not isinstance(mha, nn.MultiheadAttention):
         raise TypeError(f"mha must be a torch.nn.MultiheadAttention; got {type(mha).__name__}")
-    if not mha._qkv_same_embed_dim:
-        raise ValueError(
-            f"mha must have kdim == vdim == embed_dim={mha.embed_dim}; got kdim={mha.kdim}, "
-            f"vdim={mha.vdim}"
-        )
     if mha.bias_k is not None:
         raise ValueError("mha must not use add_bias_kv=True (attnlib has no bias_k/bias_v)")
+    if mha.add_zero_attn:
+        raise ValueError(
+            "mha must not use add_zero_attn=True (attnlib does not append a zero key and value; "
+            "the outputs would differ)"
+        )
     bias = mha.in_proj_bias is not None
-    ours = MultiHeadAttention(mha.embed_dim, mha.num_heads, bias=bias)
-    weights = mha.in_proj_weight.detach().chunk(3)  # 3 x (E, E): W_Q, W_K, W_V
+    ours = MultiHeadAttention(
+        mha.embed_dim, mha.num_heads, bias=bias, kdim=mha.kdim, vdim=mha.vdim, dropout=mha.dropout
+    )
+    ours.to(device=mha.out_proj.weight.device, dtype=mha.out_proj.weight.dtype)
+    ours.train(mha.training)
+    if mha._qkv_same_embed_dim:
+        weights = mha.in_proj_weight.detach().chunk(3)  # 3 x (E, E): W_Q, W_K, W_V
+    else:  # (E, E), (E, kdim), (E, vdim)
+        weights = (
+            mha.q_proj_weight.detach(),
+            mha.k_proj_weight.detach(),
+            mha.v_proj_weight.detach(),
+        )
     biases = mha.in_proj_bias.detach().chunk(3) if bias else (None, None, None)
     for proj, w, b in zip((ours.q_proj, ours.k_proj, ours.v_proj), weights, biases):
         _copy(proj, w, b)
@@ -92,18 +111,22 @@ def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
 
 def to_torch(m: MultiHeadAttention) -> nn.MultiheadAttention:
     """A ``torch.nn.MultiheadAttention(E, H, bias=m.bias, batch_first=True)`` with the
-    weights of ``m``; the inverse of :func:`from_torch`.
+    weights of ``m``; the inverse of :func:`from_torch`. ``kdim``, ``vdim``, ``dropout``,
+    dtype, device and the training/eval mode are kept.
 
     Args:
-        m: the :class:`attnlib.MultiHeadAttention` to copy.
-        name: the Keras layer name (default: Keras numbers it, ``multi_head_attention_3``).
+        m: the :class:`attnlib.MultiHeadAttention` to copy; its ``head_dim`` must be
+            ``E / H`` (PyTorch's layer has no other).
 
     Returns:
         ``torch.nn.MultiheadAttention`` with ``in_proj_weight = cat(W_Q, W_K, W_V)``
-        ``(3E, E)`` and the same ``out_proj``. Its ``attn_mask`` is ``~mask``.
+        ``(3E, E)`` (or ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight`` when
+        ``kdim``/``vdim`` differ from ``E``) and the same ``out_proj``. Its boolean
+        ``attn_mask`` is ``~mask``.
 
     Raises:
-        TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`.
+        TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`. ValueError: if
+        ``m.head_dim * m.num_heads != m.embed_dim``.
 
     Example:
         >>> m = MultiHeadAttention(12, 4, bias=True)
@@ -112,11 +135,32 @@ def to_torch(m: MultiHeadAttention) -> nn.MultiheadAttention:
     """
     if not isinstance(m, MultiHeadAttention):
         raise TypeError(f"m must be an attnlib.MultiHeadAttention; got {type(m).__name__}")
-    mha = nn.MultiheadAttention(m.embed_dim, m.num_heads, bias=m.bias, batch_first=True)
-    with torch.no_grad():
-        mha.in_proj_weight.copy_(
-            torch.cat([m.q_proj.weight, m.k_proj.weight, m.v_proj.weight])  # (3E, E)
+    if m.head_dim * m.num_heads != m.embed_dim:
+        raise ValueError(
+            f"m must have head_dim * num_heads == embed_dim for torch.nn.MultiheadAttention; got "
+            f"head_dim={m.head_dim}, num_heads={m.num_heads}, embed_dim={m.embed_dim}"
         )
+    mha = nn.MultiheadAttention(
+        m.embed_dim,
+        m.num_heads,
+        bias=m.bias,
+        batch_first=True,
+        kdim=m.kdim,
+        vdim=m.vdim,
+        dropout=m.dropout,
+        device=m.out_proj.weight.device,
+        dtype=m.out_proj.weight.dtype,
+    )
+    mha.train(m.training)
+    with torch.no_grad():
+        if mha._qkv_same_embed_dim:
+            mha.in_proj_weight.copy_(
+                torch.cat([m.q_proj.weight, m.k_proj.weight, m.v_proj.weight])  # (3E, E)
+            )
+        else:
+            mha.q_proj_weight.copy_(m.q_proj.weight)  # (E, E)
+            mha.k_proj_weight.copy_(m.k_proj.weight)  # (E, kdim)
+            mha.v_proj_weight.copy_(m.v_proj.weight)  # (E, vdim)
         if m.bias:
             mha.in_proj_bias.copy_(torch.cat([m.q_proj.bias, m.k_proj.bias, m.v_proj.bias]))
     _copy(mha.out_proj, m.out_proj.weight.detach(), m.out_proj.bias)
@@ -151,7 +195,7 @@ def naive_from_fused(m: MultiHeadAttention) -> NaiveMultiHeadAttention:
     """
     if not isinstance(m, MultiHeadAttention):
         raise TypeError(f"m must be an attnlib.MultiHeadAttention; got {type(m).__name__}")
-    naive = NaiveMultiHeadAttention(m.embed_dim, m.num_heads, bias=m.bias)
+    naive = _like(NaiveMultiHeadAttention, m)
     D = m.head_dim
     for h, head in enumerate(naive.heads):
         rows = slice(h * D, (h + 1) * D)
@@ -191,7 +235,7 @@ def fused_from_naive(m: NaiveMultiHeadAttention) -> MultiHeadAttention:
     """
     if not isinstance(m, NaiveMultiHeadAttention):
         raise TypeError(f"m must be an attnlib.NaiveMultiHeadAttention; got {type(m).__name__}")
-    fused = MultiHeadAttention(m.embed_dim, m.num_heads, bias=m.bias)
+    fused = _like(MultiHeadAttention, m)
     for name in ("q_proj", "k_proj", "v_proj"):
         parts = [getattr(head, name) for head in m.heads]
         weight = torch.cat([p.weight.detach() for p in parts])  # (H*D, E) = (E, E)
@@ -227,8 +271,8 @@ def _keras():
 
 def _keras_shape_error(why: str) -> ValueError:
     return ValueError(
-        f"layer must be a Keras MultiHeadAttention with key_dim == value_dim == E / num_heads, "
-        f"no output_shape, attention over axis 1, no gate and no sliding window{why}"
+        f"layer must be a Keras MultiHeadAttention with value_dim == key_dim, no output_shape, "
+        f"attention over axis 1, no gate and no sliding window{why}"
     )
 
 
@@ -250,12 +294,15 @@ def from_keras(layer) -> MultiHeadAttention:
     ``attention_output/kernel`` ``(H, D, E)`` gives ``W_O = kernel.reshape(H*D, E).T``.
 
     Args:
-        layer: a built ``keras.layers.MultiHeadAttention`` with ``key_dim == value_dim``,
-            ``num_heads * key_dim`` equal to the input size ``E``, ``output_shape=None``,
-            ``attention_axes`` ``None`` or ``(1,)``, on 3-D inputs ``(N, L, E)``.
+        layer: a built ``keras.layers.MultiHeadAttention`` with ``value_dim == key_dim``
+            (or ``value_dim=None``), ``output_shape=None``, ``attention_axes`` ``None`` or
+            ``(1,)``, on 3-D inputs ``(N, L, E)``. ``key_dim`` may be anything (it becomes
+            ``head_dim``), and the key and value inputs may have other widths (``kdim``,
+            ``vdim``).
 
     Returns:
-        ``MultiHeadAttention(E, num_heads, bias=layer use_bias)``.
+        ``MultiHeadAttention(E, num_heads, bias, kdim, vdim, head_dim=key_dim, dropout)``,
+        with the layer's dtype.
 
     Raises:
         TypeError: if ``layer`` is not a Keras ``MultiHeadAttention``. ValueError: if it is
@@ -283,11 +330,10 @@ def from_keras(layer) -> MultiHeadAttention:
     kernels = {w.path.split("/")[-2] + "/" + w.path.split("/")[-1]: w for w in layer.weights}
     q_kernel = _variable_to_torch(kernels["query/kernel"])  # (E, H, D)
     E, H, D = q_kernel.shape
+    kdim, vdim = kernels["key/kernel"].shape[0], kernels["value/kernel"].shape[0]
     problems = []
     if config["value_dim"] != config["key_dim"]:
         problems.append(f"value_dim={config['value_dim']} != key_dim={config['key_dim']}")
-    if H * D != E:
-        problems.append(f"num_heads*key_dim = {H}*{D} = {H * D} != E={E}")
     if config.get("output_shape") is not None:
         problems.append(f"output_shape={config['output_shape']}")
     if config.get("attention_axes") not in (None, (1,), [1]):
@@ -296,23 +342,23 @@ def from_keras(layer) -> MultiHeadAttention:
         problems.append("use_gate=True")
     if config.get("sliding_window") is not None:
         problems.append(f"sliding_window={config['sliding_window']}")
-    for name in ("key/kernel", "value/kernel"):
-        shape = tuple(kernels[name].shape)
-        if shape != (E, H, D):
-            problems.append(f"{name} has shape {shape}, expected {(E, H, D)}")
     if problems:
         raise _keras_shape_error("; got " + ", ".join(problems))
     bias = bool(config["use_bias"])
-    ours = MultiHeadAttention(E, H, bias=bias)
+    ours = MultiHeadAttention(
+        E, H, bias=bias, kdim=kdim, vdim=vdim, head_dim=D, dropout=float(config["dropout"])
+    )
+    ours.to(q_kernel.dtype)
 
     def get(name):
         return _variable_to_torch(kernels[name])
 
     for prefix, proj in (("query", ours.q_proj), ("key", ours.k_proj), ("value", ours.v_proj)):
-        w = get(f"{prefix}/kernel").reshape(E, E).T  # (E, H, D) -> (E, H*D) -> (H*D, E)
-        b = get(f"{prefix}/bias").reshape(E) if bias else None  # (H, D) -> (E,)
+        kernel = get(f"{prefix}/kernel")  # (E_in, H, D)
+        w = kernel.reshape(kernel.shape[0], H * D).T  # (E_in, H*D) -> (H*D, E_in)
+        b = get(f"{prefix}/bias").reshape(H * D) if bias else None  # (H, D) -> (H*D,)
         _copy(proj, w, b)
-    w = get("attention_output/kernel").reshape(E, E).T  # (H, D, E) -> (H*D, E) -> (E, H*D)
+    w = get("attention_output/kernel").reshape(H * D, E).T  # (H, D, E) -> (H*D, E) -> (E, H*D)
     _copy(ours.out_proj, w, get("attention_output/bias") if bias else None)
     return ours
 
@@ -347,18 +393,26 @@ def to_keras(m: MultiHeadAttention, name: str | None = None):
         raise TypeError(f"m must be an attnlib.MultiHeadAttention; got {type(m).__name__}")
     keras = _keras()
     E, H, D = m.embed_dim, m.num_heads, m.head_dim
-    layer = keras.layers.MultiHeadAttention(num_heads=H, key_dim=D, use_bias=m.bias, name=name)
-    layer.build((None, None, E), (None, None, E))
+    layer = keras.layers.MultiHeadAttention(
+        num_heads=H,
+        key_dim=D,
+        use_bias=m.bias,
+        dropout=m.dropout,
+        name=name,
+        dtype=str(m.out_proj.weight.dtype).removeprefix("torch."),
+    )
+    layer.build((None, None, E), (None, None, m.vdim), (None, None, m.kdim))  # query, value, key
 
     def np_(t):
         return t.detach().cpu().numpy()
 
     weights = []
     for proj in (m.q_proj, m.k_proj, m.v_proj):
-        weights.append(np_(proj.weight).T.reshape(E, H, D))  # (E, E) -> (E_in, H*D) -> (E, H, D)
+        w = np_(proj.weight).T  # (H*D, E_in) -> (E_in, H*D)
+        weights.append(w.reshape(w.shape[0], H, D))  # (E_in, H, D)
         if m.bias:
-            weights.append(np_(proj.bias).reshape(H, D))  # (E,) -> (H, D)
-    weights.append(np_(m.out_proj.weight).T.reshape(H, D, E))  # (E, E) -> (H*D, E) -> (H, D, E)
+            weights.append(np_(proj.bias).reshape(H, D))  # (H*D,) -> (H, D)
+    weights.append(np_(m.out_proj.weight).T.reshape(H, D, E))  # (E, H*D) -> (H*D, E) -> (H, D, E)
     if m.bias:
         weights.append(np_(m.out_proj.bias))
     layer.set_weights(weights)

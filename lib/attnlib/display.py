@@ -6,45 +6,171 @@ matplotlib is imported by the plotting functions when they are called, not by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import numbers
+from collections.abc import Iterable, Sequence
 
-import torch  # noqa: F401  (the examples use it)
+import numpy as np
+import torch
 from torch import Tensor
 
 from attnlib._checks import shape_str
 
 __all__ = ["plot_heads", "plot_weights", "print_weights"]
 
+MAX_CELLS_WITH_VALUES = 400  # plot_weights writes the values only up to this many cells
 
-def _as_matrix(weights, rows: Sequence[str], cols: Sequence[str] | None, ranks=(2,)):
+
+def _as_array(weights) -> np.ndarray:
+    """``weights`` as a NumPy array of real numbers (float16 becomes float32, bool and
+    integers float64, bfloat16 float32)."""
     if isinstance(weights, Tensor):
-        weights = weights.detach().cpu().numpy()
-    if getattr(weights, "ndim", None) not in ranks:
-        got = shape_str(weights.shape) if hasattr(weights, "shape") else type(weights).__name__
-        raise ValueError(f"weights must be {' or '.join(f'{r}-D' for r in ranks)}; got {got}")
-    cols = list(rows) if cols is None else list(cols)
+        if weights.is_complex():
+            raise TypeError(f"weights must hold real numbers; got dtype {weights.dtype}")
+        weights = weights.detach().cpu()
+        if weights.dtype == torch.bfloat16:  # NumPy has no bfloat16
+            weights = weights.float()
+        weights = weights.numpy()
+    elif isinstance(weights, (list, tuple)):
+        try:
+            weights = np.asarray(weights, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                "weights must be a rectangular nested list of numbers (one list per row, "
+                f"all of the same length); got a {type(weights).__name__} that is not ({error})"
+            ) from None
+    elif hasattr(weights, "__array__"):  # NumPy arrays, and pandas, JAX, Keras ... arrays
+        weights = np.asarray(weights)
+    else:
+        raise TypeError(
+            "weights must be a torch.Tensor, a NumPy array or a nested list of numbers; got "
+            f"{type(weights).__name__}"
+        )
+    if weights.dtype.kind in "biu":
+        weights = weights.astype(np.float64)
+    elif weights.dtype == np.float16:
+        weights = weights.astype(np.float32)  # matplotlib does not draw float16 images
+    elif weights.dtype.kind != "f":
+        raise TypeError(f"weights must hold real numbers; got dtype {weights.dtype}")
+    return weights
+
+
+def _labels(name: str, labels, axis: str) -> list[str]:
+    """The labels as strings; each must be a str or an int (a position, a token id)."""
+    if isinstance(labels, (str, bytes)):
+        raise TypeError(
+            f"{name} must be a list of labels, one per {axis}; got the string {labels!r} "
+            "(split a sentence into words first, e.g. with attnlib.tokenize)"
+        )
+    if isinstance(labels, Tensor) or not isinstance(labels, Iterable):
+        hint = " (convert a tensor with .tolist())" if isinstance(labels, Tensor) else ""
+        raise TypeError(
+            f"{name} must be a list of labels (str or int), one per {axis}; got "
+            f"{type(labels).__name__}{hint}"
+        )
+    out = []
+    for i, label in enumerate(labels):
+        if isinstance(label, bool) or not isinstance(label, (str, numbers.Integral)):
+            raise TypeError(
+                f"{name}[{i}] must be a str (or an int); got {type(label).__name__} {label!r}"
+            )
+        out.append(str(label))
+    return out
+
+
+def _as_matrix(weights, rows, cols, ranks=(2,)):
+    """Check and convert: the array, its row labels and its column labels."""
+    weights = _as_array(weights)
+    if weights.ndim not in ranks:
+        want = " or ".join(f"{r}-D" for r in ranks)
+        raise ValueError(f"weights must be {want}; got {shape_str(weights.shape)}")
+    rows = _labels("rows", rows, "row")
+    cols = list(rows) if cols is None else _labels("cols", cols, "column")
     if weights.shape[-2:] != (len(rows), len(cols)):
         raise ValueError(
             f"weights must have shape (len(rows)={len(rows)}, len(cols)={len(cols)}); got "
             f"{shape_str(weights.shape)}"
         )
-    return weights, list(rows), cols
+    return weights, rows, cols
+
+
+def _check_digits(digits, allow_none: bool) -> int | None:
+    if digits is None and allow_none:
+        return None
+    if isinstance(digits, bool) or not isinstance(digits, numbers.Integral):
+        want = "an int >= 0 (the decimals shown)" + (" or None (no values)" if allow_none else "")
+        raise TypeError(f"digits must be {want}; got {type(digits).__name__} {digits!r}")
+    if digits < 0:
+        raise ValueError(f"digits must be >= 0 (the decimals shown); got {digits}")
+    return int(digits)
+
+
+def _check_limit(name: str, value) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number or None; got {type(value).__name__} {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number or None; got {value}")
+    return float(value)
+
+
+def _colour_limits(weights: np.ndarray, vmin, vmax) -> tuple[float, float]:
+    """The ends of the colour scale, ``vmin < vmax``: those given, else the smallest and
+    largest finite values of the matrix (0 and 1 if it has none)."""
+    vmin, vmax = _check_limit("vmin", vmin), _check_limit("vmax", vmax)
+    if vmin is not None and vmax is not None:
+        if vmin >= vmax:
+            raise ValueError(f"vmin must be < vmax; got vmin={vmin:g}, vmax={vmax:g}")
+        return vmin, vmax
+    finite = weights[np.isfinite(weights)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if vmin is not None and vmin >= hi:
+        raise ValueError(
+            f"vmin must be below the largest finite value of weights, {hi:g}; got vmin={vmin:g} "
+            "(give vmax too)"
+        )
+    if vmax is not None and vmax <= lo:
+        raise ValueError(
+            f"vmax must be above the smallest finite value of weights, {lo:g}; got vmax={vmax:g} "
+            "(give vmin too)"
+        )
+    return (lo if vmin is None else vmin), (hi if vmax is None else vmax)
+
+
+def _check_plottable(weights: np.ndarray, what: str) -> None:
+    if weights.size == 0:
+        raise ValueError(
+            f"weights must have at least {what} to plot; got {shape_str(weights.shape)}"
+        )
 
 
 def print_weights(weights, rows: Sequence[str], cols: Sequence[str] | None = None, digits=2):
     """Print a matrix as the seeds' tab-separated table: a header of column labels, then
     one labelled row per query (seed 000's ``print_attn_weights``).
 
+    Each cell is ``f"{value:.{digits}f}"`` followed by a tab: NaN prints ``nan``, infinities
+    ``inf`` and ``-inf``. A matrix with no rows prints the header alone.
+
     Args:
-        weights: the ``(n, m)`` matrix (tensor or array).
-        rows: ``n`` row labels (the queries); cols: ``m`` column labels, default ``rows``.
-        digits: decimals printed.
+        weights: the ``(n, m)`` matrix: a tensor (any real dtype, ``requires_grad``
+            allowed), a NumPy array (or anything ``np.asarray`` converts, such as a pandas
+            DataFrame) or a nested list of numbers.
+        rows: ``n`` row labels (the queries), each a ``str`` or an ``int``; not a single
+            string (split a sentence into words first).
+        cols: ``m`` column labels, default ``rows``.
+        digits: decimals printed, an ``int >= 0``.
 
     Shape:
         ``weights``: ``(n, m)`` with ``n = len(rows)``, ``m = len(cols)``.
 
     Raises:
-        ValueError: if the shape does not match the labels.
+        TypeError: if ``weights`` is not a tensor, array or nested list of real numbers, the
+            labels are not a list of ``str``/``int``, or ``digits`` is not an int (``None``
+            included: a table always shows its values).
+        ValueError: if ``weights`` is not 2-D, its shape does not match the labels, a label
+            holds a tab or a newline (they would break the table), or ``digits < 0``.
+            Everything is checked before anything is printed.
 
     Example:
         >>> w = torch.tensor([[0.25, 0.75], [0.5, 0.5]])
@@ -54,6 +180,14 @@ def print_weights(weights, rows: Sequence[str], cols: Sequence[str] | None = Non
         b	0.50	0.50
     """
     weights, rows, cols = _as_matrix(weights, rows, cols)
+    digits = _check_digits(digits, allow_none=False)
+    for name, labels in (("rows", rows), ("cols", cols)):
+        for i, label in enumerate(labels):
+            if "\t" in label or "\n" in label or "\r" in label:
+                raise ValueError(
+                    f"{name}[{i}] must not contain a tab or a newline (they separate the "
+                    f"table's cells and lines); got {label!r}"
+                )
     print("\t" + "".join(f"{c}\t" for c in cols))
     for label, row in zip(rows, weights):
         print(f"{label}\t" + "".join(f"{v:.{digits}f}\t" for v in row))
@@ -75,30 +209,54 @@ def plot_weights(
     """Draw a matrix as a heatmap, rows and columns labelled, each cell with its value.
 
     Args:
-        weights: the ``(n, m)`` matrix; rows, cols: labels (``cols`` defaults to ``rows``).
+        weights: the ``(n, m)`` matrix, as for :func:`print_weights`, with at least one row
+            and one column.
+        rows: ``n`` row labels, each a ``str`` or an ``int``.
+        cols: ``m`` column labels, default ``rows``.
         ax: a matplotlib ``Axes`` to draw into; a new figure if ``None``.
-        title: the axes title. digits: decimals written in the cells (``None``: no values).
+        title: the axes title (none if ``None``).
+        digits: decimals written in the cells, an ``int >= 0``, or ``None``: no values. The
+            values are written only if the matrix has at most 400 cells (more would not fit).
         cmap: the colour map. xlabel, ylabel: the axis labels (``"key"``, ``"query"``).
-        vmin, vmax: the ends of the colour scale (default: the matrix's min and max); give
-            several heatmaps the same ones to compare their colours.
+        vmin, vmax: the ends of the colour scale, finite numbers with ``vmin < vmax``
+            (default: the matrix's smallest and largest finite values; a constant matrix
+            gets a scale widened around its value by matplotlib); give several heatmaps the
+            same ones to compare their colours.
 
     Returns:
-        The ``Axes``. Cells that are NaN stay blank.
+        The ``Axes``. Cells that are NaN or infinite are not coloured (matplotlib's "bad"
+        colour, blank by default); NaN cells stay blank, infinite ones are written ``inf``
+        or ``-inf`` (a masked score, for instance).
 
     Shape:
-        ``weights``: ``(n, m)`` with ``n = len(rows)``, ``m = len(cols)``.
+        ``weights``: ``(n, m)`` with ``n = len(rows)``, ``m = len(cols)``, ``n, m >= 1``.
 
     Raises:
-        ValueError: if the shape does not match the labels.
+        TypeError: if ``weights`` is not a tensor, array or nested list of real numbers, the
+            labels are not lists of ``str``/``int``, ``ax`` is not an ``Axes``, or
+            ``digits``, ``vmin`` or ``vmax`` is not a number.
+        ValueError: if ``weights`` is not 2-D or is empty, its shape does not match the
+            labels, ``digits < 0``, ``vmin`` or ``vmax`` is not finite, ``vmin >= vmax``,
+            or only one is given and the matrix's finite values all lie beyond it.
 
     Example:
         >>> ax = plot_weights(torch.tensor([[0.9, 0.1], [0.4, 0.6]]), ["ship", "crew"])
         >>> [t.get_text() for t in ax.get_xticklabels()], [t.get_text() for t in ax.texts]
         (['ship', 'crew'], ['0.90', '0.10', '0.40', '0.60'])
     """
-    import matplotlib.pyplot as plt
-
     weights, rows, cols = _as_matrix(weights, rows, cols)
+    _check_plottable(weights, "one row and one column")
+    digits = _check_digits(digits, allow_none=True)
+    vmin, vmax = _colour_limits(weights, vmin, vmax)
+
+    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
+
+    if ax is not None and not isinstance(ax, Axes):
+        raise TypeError(
+            f"ax must be a matplotlib Axes (e.g. from plt.subplots()) or None; got "
+            f"{type(ax).__name__}"
+        )
     if ax is None:
         size = (
             min(12.0, max(3.0, 0.55 * len(cols) + 1.5)),
@@ -112,17 +270,17 @@ def plot_weights(
     ax.set_yticks(range(len(rows)), rows)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    if digits is not None and len(rows) * len(cols) <= 400:
-        lo, hi = image.get_clim()
-        middle = (lo + hi) / 2
+    if digits is not None and len(rows) * len(cols) <= MAX_CELLS_WITH_VALUES:
+        middle = (vmin + vmax) / 2
         for i in range(len(rows)):
             for j in range(len(cols)):
                 v = weights[i, j]
-                if v != v:  # NaN: leave the cell blank
+                if np.isnan(v):  # leave the cell blank
                     continue
-                colour = "black" if v > middle else "white"
+                # dark cells get white text; infinite cells are not coloured: black text
+                colour = "black" if not np.isfinite(v) or v > middle else "white"
                 ax.text(j, i, f"{v:.{digits}f}", ha="center", va="center", color=colour, fontsize=7)
-    if title:
+    if title is not None:
         ax.set_title(title)
     ax.figure.colorbar(image, ax=ax, shrink=0.8)
     return ax
@@ -132,42 +290,75 @@ def plot_heads(weights, rows, cols=None, titles=None, digits=None, ncols=None):
     """One heatmap per head, side by side.
 
     Args:
-        weights: ``(H, n, m)`` per-head weights (``average_attn_weights=False`` in PyTorch).
-        rows, cols: labels. titles: one per head, default ``"head 0"``, ...
-        digits: decimals in the cells, default none. ncols: heads per row of the grid.
+        weights: ``(H, n, m)`` per-head weights (``average_attn_weights=False`` in PyTorch),
+            with at least one head, one row and one column.
+        rows, cols: labels, each a ``str`` or an ``int`` (``cols`` defaults to ``rows``).
+        titles: exactly ``H`` titles (strings), one per head; default ``"head 0"``, ...
+        digits: decimals in the cells, an ``int >= 0``, or ``None`` (the default): no values.
+        ncols: heads per row of the grid, an ``int >= 1`` (default ``min(H, 4)``); more
+            columns than heads gives a single row of ``H``.
 
     Returns:
-        The matplotlib ``Figure``.
+        The matplotlib ``Figure``: at most 16 inches wide, each heatmap at most three times
+        as tall as it is wide and at least a third as tall.
 
     Shape:
         ``weights``: ``(H, n, m)`` with ``n = len(rows)``, ``m = len(cols)``.
 
     Raises:
-        ValueError: if ``weights`` is not 3-D or its shape does not match the labels.
+        TypeError: if ``weights`` is not a tensor, array or nested list of real numbers, the
+            labels or ``titles`` are not lists of strings (``int`` labels allowed), or
+            ``ncols`` or ``digits`` is not an int.
+        ValueError: if ``weights`` is not 3-D or is empty, its shape does not match the
+            labels, the number of titles is not ``H``, ``ncols < 1`` or ``digits < 0``.
 
     Example:
         >>> fig = plot_heads(torch.rand(3, 4, 4), ["a", "b", "c", "d"])
         >>> [ax.get_title() for ax in fig.axes if ax.images]
         ['head 0', 'head 1', 'head 2']
     """
+    weights, rows, cols = _as_matrix(weights, rows, cols, ranks=(3,))
+    _check_plottable(weights, "one head, one row and one column")
+    heads = weights.shape[0]
+    digits = _check_digits(digits, allow_none=True)
+    if titles is None:
+        titles = [f"head {h}" for h in range(heads)]
+    else:
+        if isinstance(titles, str) or not isinstance(titles, Iterable):
+            raise TypeError(
+                f"titles must be a list of H={heads} strings, one per head; got "
+                f"{type(titles).__name__} {titles!r}"
+            )
+        titles = list(titles)
+        if len(titles) != heads:
+            raise ValueError(
+                f"titles must have one title per head, H={heads}; got {len(titles)}: {titles!r}"
+            )
+        for h, title in enumerate(titles):
+            if not isinstance(title, str):
+                raise TypeError(f"titles[{h}] must be a str; got {type(title).__name__} {title!r}")
+    if ncols is None:
+        ncols = min(heads, 4)
+    elif isinstance(ncols, bool) or not isinstance(ncols, numbers.Integral):
+        raise TypeError(
+            f"ncols must be an int >= 1 (heads per row of the grid) or None; got "
+            f"{type(ncols).__name__} {ncols!r}"
+        )
+    elif ncols < 1:
+        raise ValueError(f"ncols must be >= 1 (heads per row of the grid); got {ncols}")
+    ncols = min(int(ncols), heads)
+    nrows = -(-heads // ncols)
+
     import matplotlib.pyplot as plt
 
-    weights, rows, cols = _as_matrix(weights, rows, cols, ranks=(3,))
-    heads = weights.shape[0]
-    ncols = min(heads, 4) if ncols is None else ncols
-    nrows = -(-heads // ncols)
     w = min(max(3.0, 0.45 * len(cols) + 1.5), 16.0 / ncols)  # at most 16 inches wide in all
+    h = w * min(max(len(rows) / len(cols), 1 / 3), 3.0)  # neither a sliver nor a tower
     fig, axes = plt.subplots(
-        nrows,
-        ncols,
-        figsize=(w * ncols, w * nrows * len(rows) / len(cols)),
-        layout="constrained",
-        squeeze=False,
+        nrows, ncols, figsize=(w * ncols, h * nrows), layout="constrained", squeeze=False
     )
-    for h, ax in enumerate(axes.flat):
-        if h >= heads:
+    for head, ax in enumerate(axes.flat):
+        if head >= heads:
             ax.set_visible(False)
             continue
-        title = titles[h] if titles else f"head {h}"
-        plot_weights(weights[h], rows, cols, ax=ax, title=title, digits=digits)
+        plot_weights(weights[head], rows, cols, ax=ax, title=titles[head], digits=digits)
     return fig

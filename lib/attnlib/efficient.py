@@ -12,8 +12,8 @@ import math
 import torch
 from torch import Tensor
 
-from attnlib._checks import apply_mask, check_mask, check_tensor, shape_str
-from attnlib.attention import _check_qk
+from attnlib._checks import apply_mask, check_mask, check_scale, weighted_sum
+from attnlib.attention import _check_qk, _check_value
 
 __all__ = ["tiled_attention"]
 
@@ -76,12 +76,8 @@ def tiled_attention(
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be an integer >= 1; got {block_size!r}")
     _check_qk(query, key)
-    check_tensor("value", value, tuple(range(2, 9)))
-    if value.shape[-2] != key.shape[-2]:
-        raise ValueError(
-            f"value must have one row per key, shape (..., S={key.shape[-2]}, d_v); "
-            f"got {shape_str(value.shape)}"
-        )
+    _check_value(query, key, value)
+    scale = check_scale(scale)
     L, S = query.shape[-2], key.shape[-2]
     scale = query.shape[-1] ** -0.5 if scale is None else scale
     batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
@@ -107,6 +103,8 @@ def tiled_attention(
         p = torch.exp(s - m_safe)  # (..., L, B)
         rescale = torch.exp(m - m_safe)  # (..., L, 1); 0 on the first block
         total = total * rescale + p.sum(dim=-1, keepdim=True)
-        out = out * rescale + p @ value[..., start:stop, :]  # (..., L, d_v)
+        v = value[..., start:stop, :]  # (..., B, d_v)
+        masked = causal or mask is not None  # a zero weight may then meet an inf value
+        out = out * rescale + (weighted_sum(p, v) if masked else p @ v)  # (..., L, d_v)
         m = m_new
     return out / torch.where(total == 0, 1.0, total)

@@ -18,42 +18,57 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlib._checks import attends_somewhere, check_mask, check_tensor, shape_str
-from attnlib.attention import SelfAttention, scaled_dot_product_attention
+from attnlib._checks import (
+    attends_somewhere,
+    check_mask,
+    check_module_dtype,
+    check_positive_int,
+    check_tensor,
+    shape_str,
+)
+from attnlib.attention import SelfAttention, _check_dropout, scaled_dot_product_attention
 
 __all__ = ["MultiHeadAttention", "NaiveMultiHeadAttention"]
 
 
-def _check_dims(embed_dim: int, num_heads: int) -> int:
-    for name, n in (("embed_dim", embed_dim), ("num_heads", num_heads)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"{name} must be a positive integer; got {n!r}")
+def _check_dims(embed_dim: int, num_heads: int, head_dim: int | None) -> int:
+    check_positive_int("embed_dim", embed_dim)
+    check_positive_int("num_heads", num_heads)
+    if head_dim is not None:
+        return check_positive_int("head_dim", head_dim)
     if embed_dim % num_heads:
         raise ValueError(
             f"embed_dim must be divisible by num_heads; got embed_dim={embed_dim}, "
-            f"num_heads={num_heads} (embed_dim % num_heads = {embed_dim % num_heads})"
+            f"num_heads={num_heads} (embed_dim % num_heads = {embed_dim % num_heads}); or give "
+            "head_dim explicitly"
         )
     return embed_dim // num_heads
 
 
-def _prepare(query, key, value, mask, embed_dim: int, num_heads: int):
+def _prepare(module, query, key, value, mask):
     """Check the inputs of a multi-head forward and give them a batch dimension.
 
-    Returns ``(query, key, value, mask, batched)`` with ``query (N, L, E)``, ``key`` and
-    ``value (N, S, E)`` and ``mask`` ``None`` or broadcastable to ``(N, H, L, S)``.
+    Returns ``(query, key, value, mask, batched)`` with ``query (N, L, E)``, ``key``
+    ``(N, S, kdim)``, ``value (N, S, vdim)`` and ``mask`` ``None`` or 4-D, broadcastable to
+    ``(N, H, L, S)``.
     """
     key = query if key is None else key
     value = key if value is None else value
     check_tensor("query", query, (2, 3))
     batched = query.dim() == 3
-    legend = {"query": "L", "key": "S", "value": "S"}
+    widths = {
+        "query": ("L", "E", module.embed_dim),
+        "key": ("S", "E" if module.kdim == module.embed_dim else "kdim", module.kdim),
+        "value": ("S", "E" if module.vdim == module.embed_dim else "vdim", module.vdim),
+    }
     for name, t in (("query", query), ("key", key), ("value", value)):
         check_tensor(name, t, (query.dim(),))
+        check_module_dtype(name, t, module.out_proj.weight)
+        length, letter, width = widths[name]
         n = f"N={query.shape[0]}, " if batched else ""
-        if t.shape[-1] != embed_dim or (batched and t.shape[0] != query.shape[0]):
+        if t.shape[-1] != width or (batched and t.shape[0] != query.shape[0]):
             raise ValueError(
-                f"{name} must have shape ({n}{legend[name]}, E={embed_dim}); "
-                f"got {shape_str(t.shape)}"
+                f"{name} must have shape ({n}{length}, {letter}={width}); got {shape_str(t.shape)}"
             )
     if value.shape[-2] != key.shape[-2]:
         raise ValueError(
@@ -61,8 +76,9 @@ def _prepare(query, key, value, mask, embed_dim: int, num_heads: int):
             f"{shape_str(value.shape)} and key {shape_str(key.shape)}"
         )
     if not batched:
-        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)  # (1, ., E)
+        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)  # (1, ., .)
     N, L, S = query.shape[0], query.shape[1], key.shape[1]
+    H = module.num_heads
     if mask is not None:
         if batched:
             allowed = "(L, S), (N, L, S) or (N, H, L, S)"
@@ -70,11 +86,29 @@ def _prepare(query, key, value, mask, embed_dim: int, num_heads: int):
                 check_mask(mask, (N, L, S), allowed)  # aligning it with (N, H, L, S)
                 mask = mask.unsqueeze(1)  # (N, 1, L, S): the same mask for every head
             else:
-                check_mask(mask, (N, num_heads, L, S), allowed)
+                check_mask(mask, (N, H, L, S), allowed)
         else:
-            check_mask(mask, (num_heads, L, S), "(L, S) or (H, L, S)")
+            check_mask(mask, (H, L, S), "(L, S) or (H, L, S)")
         mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # 4-D, for F.sdpa
+        if mask.device != query.device:
+            raise ValueError(
+                f"mask must be on the device of query, {query.device}; got {mask.device}"
+            )
     return query, key, value, mask, batched
+
+
+def _extra_repr(m) -> str:
+    extra = "".join(
+        f", {n}={v}"
+        for n, v, default in (
+            ("kdim", m.kdim, m.embed_dim),
+            ("vdim", m.vdim, m.embed_dim),
+            ("head_dim", m.head_dim, m.embed_dim // m.num_heads),
+            ("dropout", m.dropout, 0.0),
+        )
+        if v != default
+    )
+    return f"embed_dim={m.embed_dim}, num_heads={m.num_heads}, bias={m.bias}{extra}"
 
 
 class MultiHeadAttention(nn.Module):
@@ -92,16 +126,25 @@ class MultiHeadAttention(nn.Module):
     masks with ``True`` = may attend (a float mask is added to the scores, as PyTorch's).
 
     Args:
-        embed_dim: ``E``.
-        num_heads: ``H``; must divide ``E``. Each head has ``D = E / H`` dimensions.
+        embed_dim: ``E``, the size of a query vector and of an output vector.
+        num_heads: ``H``; must divide ``E`` unless ``head_dim`` is given.
         bias: add learned biases to the four projections.
+        kdim, vdim: the sizes of a key and of a value vector, default ``E`` (as
+            ``nn.MultiheadAttention``'s: cross-attention onto inputs of another width).
+        head_dim: ``D``, the size of each head's queries, keys and values; default ``E / H``.
+            Any ``D`` works (Keras' ``key_dim``); the heads then concatenate to ``H * D``.
+        dropout: probability of dropping an attention weight, in training mode only (as
+            ``nn.MultiheadAttention``'s ``dropout``).
 
     Attributes:
-        q_proj, k_proj, v_proj, out_proj: ``nn.Linear(E, E)``.
+        q_proj: ``nn.Linear(E, H*D)``; k_proj: ``nn.Linear(kdim, H*D)``; v_proj:
+        ``nn.Linear(vdim, H*D)``; out_proj: ``nn.Linear(H*D, E)``. With the defaults all four
+        are ``(E, E)``.
 
     Shape:
-        - ``query``: ``(L, E)`` or ``(N, L, E)``; ``key``, ``value``: ``(S, E)`` or
-          ``(N, S, E)`` (default to ``query``; ``S`` may differ from ``L``).
+        - ``query``: ``(L, E)`` or ``(N, L, E)``; ``key``: ``(S, kdim)`` or ``(N, S, kdim)``;
+          ``value``: ``(S, vdim)`` or ``(N, S, vdim)`` (``key`` defaults to ``query``,
+          ``value`` to ``key``; ``S`` may differ from ``L``, and may be 0).
         - ``mask``: boolean, ``True`` = may attend, or floating point, added to the scores
           (``-inf`` = blocked; e.g. :func:`attnlib.positions.alibi_bias`); ``(L, S)``,
           ``(N, L, S)`` or ``(N, H, L, S)`` (unbatched: ``(L, S)`` or ``(H, L, S)``).
@@ -109,9 +152,10 @@ class MultiHeadAttention(nn.Module):
           or ``None`` with ``need_weights=False``.
 
     Raises:
-        ValueError: if ``E`` is not divisible by ``H``, an input has the wrong rank or size,
-        or ``mask`` the wrong shape. TypeError: non-float input, or a mask neither boolean
-        nor floating point.
+        ValueError: if ``E`` is not divisible by ``H`` (and no ``head_dim``), a size is not a
+        positive integer, ``dropout`` not in ``[0, 1)``, an input has the wrong rank or size,
+        or ``mask`` the wrong shape. TypeError: non-float input, an input whose dtype is not
+        the module's, or a mask neither boolean nor floating point.
 
     Example:
         >>> torch.manual_seed(0)
@@ -122,16 +166,23 @@ class MultiHeadAttention(nn.Module):
         (torch.Size([2, 5, 12]), torch.Size([2, 3, 5, 7]))
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, bias: bool = False):
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        bias: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        head_dim: int | None = None,
+        dropout: float = 0.0,
+    ):
         super().__init__()
-        self.head_dim = _check_dims(embed_dim, num_heads)
-        self.embed_dim = embed_dim
-        self.num_heads = num_heads
-        self.bias = bias
-        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.k_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        _init_sizes(self, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout)
+        inner = self.num_heads * self.head_dim  # H*D, E by default
+        self.q_proj = nn.Linear(embed_dim, inner, bias=bias)
+        self.k_proj = nn.Linear(self.kdim, inner, bias=bias)
+        self.v_proj = nn.Linear(self.vdim, inner, bias=bias)
+        self.out_proj = nn.Linear(inner, embed_dim, bias=bias)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         N, T, _ = x.shape
@@ -150,23 +201,25 @@ class MultiHeadAttention(nn.Module):
         With ``need_weights=False`` the heads go through ``F.scaled_dot_product_attention``
         (a fused kernel that never returns the weights) and ``weights`` is ``None``.
         """
-        query, key, value, mask, batched = _prepare(
-            query, key, value, mask, self.embed_dim, self.num_heads
-        )
-        N, L, E = query.shape
+        query, key, value, mask, batched = _prepare(self, query, key, value, mask)
+        N, L, _ = query.shape
         q = self._split_heads(self.q_proj(query))  # (N, H, L, D)
         k = self._split_heads(self.k_proj(key))  # (N, H, S, D)
         v = self._split_heads(self.v_proj(value))  # (N, H, S, D)
-        if need_weights:
-            heads, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # (N, H, L, D)
+        dropout_p = self.dropout if self.training else 0.0
+        # F.sdpa needs S >= 1 and lets a blocked key's inf or NaN value reach the output.
+        fast = not need_weights and k.shape[-2] > 0
+        fast = fast and (mask is None or bool(torch.isfinite(v).all()))
+        if not fast:
+            heads, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)
         else:
             if mask is not None and mask.dtype != torch.bool:
                 mask = mask.to(q.dtype)  # F.sdpa wants a float mask of the query's dtype
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (N, H, L, D)
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
             if mask is not None:  # a row with nothing to attend to: zeros, not NaN
                 heads = torch.where(attends_somewhere(mask), heads, 0.0)
-            weights = None
-        heads = heads.transpose(1, 2).reshape(N, L, E)  # (N, L, H*D) = (N, L, E)
+        weights = weights if need_weights and not fast else None
+        heads = heads.transpose(1, 2).reshape(N, L, -1)  # (N, L, H, D) -> (N, L, H*D)
         output = self.out_proj(heads)  # (N, L, E)
         if not batched:
             output = output.squeeze(0)  # (L, E)
@@ -174,7 +227,7 @@ class MultiHeadAttention(nn.Module):
         return output, weights
 
     def extra_repr(self) -> str:
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, bias={self.bias}"
+        return _extra_repr(self)
 
 
 class NaiveMultiHeadAttention(nn.Module):
@@ -191,24 +244,21 @@ class NaiveMultiHeadAttention(nn.Module):
     ``need_weights=False`` only drops the weights.
 
     Args:
-        embed_dim: ``E``.
-        num_heads: ``H``; must divide ``E``. Each head has ``D = E / H`` dimensions.
-        bias: add learned biases to the projections of every head and to ``out_proj``.
+        embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout: as
+            :class:`MultiHeadAttention`.
 
     Attributes:
-        heads: ``nn.ModuleList`` of ``H`` ``SelfAttention(E, D, bias)``.
-        out_proj: ``nn.Linear(E, E)``.
+        heads: ``nn.ModuleList`` of ``H`` ``SelfAttention(E, D, bias, kdim, vdim, dropout)``.
+        out_proj: ``nn.Linear(H*D, E)``.
 
     Shape:
-        As :class:`MultiHeadAttention`: ``query`` ``(L, E)`` or ``(N, L, E)``; ``key``,
-        ``value`` ``(S, E)`` or ``(N, S, E)``; ``mask`` (boolean or float) ``(L, S)``,
-        ``(N, L, S)`` or ``(N, H, L, S)``; output ``(L, E)`` or ``(N, L, E)``; weights
-        ``(H, L, S)`` or ``(N, H, L, S)``.
+        As :class:`MultiHeadAttention`: ``query`` ``(L, E)`` or ``(N, L, E)``; ``key``
+        ``(S, kdim)``, ``value`` ``(S, vdim)``, or with a batch dimension ``N``; ``mask``
+        (boolean or float) ``(L, S)``, ``(N, L, S)`` or ``(N, H, L, S)``; output ``(L, E)``
+        or ``(N, L, E)``; weights ``(H, L, S)`` or ``(N, H, L, S)``.
 
     Raises:
-        ValueError: if ``E`` is not divisible by ``H``, an input has the wrong rank or size,
-        or ``mask`` the wrong shape. TypeError: non-float input, or a mask neither boolean
-        nor floating point.
+        ValueError, TypeError: as :class:`MultiHeadAttention`.
 
     Example:
         >>> torch.manual_seed(0)
@@ -219,16 +269,23 @@ class NaiveMultiHeadAttention(nn.Module):
         (torch.Size([5, 12]), torch.Size([4, 5, 5]))
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, bias: bool = False):
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        bias: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        head_dim: int | None = None,
+        dropout: float = 0.0,
+    ):
         super().__init__()
-        self.head_dim = _check_dims(embed_dim, num_heads)
-        self.embed_dim = embed_dim
-        self.num_heads = num_heads
-        self.bias = bias
+        _init_sizes(self, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout)
         self.heads = nn.ModuleList(
-            SelfAttention(embed_dim, self.head_dim, bias=bias) for _ in range(num_heads)
+            SelfAttention(embed_dim, self.head_dim, bias, self.kdim, self.vdim, self.dropout)
+            for _ in range(num_heads)
         )
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(num_heads * self.head_dim, embed_dim, bias=bias)
 
     def forward(
         self,
@@ -239,9 +296,7 @@ class NaiveMultiHeadAttention(nn.Module):
         need_weights: bool = True,
     ) -> tuple[Tensor, Tensor | None]:
         """Run every head, concatenate, project; returns ``(output, weights)``."""
-        query, key, value, mask, batched = _prepare(
-            query, key, value, mask, self.embed_dim, self.num_heads
-        )
+        query, key, value, mask, batched = _prepare(self, query, key, value, mask)
         if mask is not None:
             mask = mask.expand(query.shape[0], self.num_heads, query.shape[1], key.shape[1])
         outputs, weights = [], []
@@ -257,4 +312,13 @@ class NaiveMultiHeadAttention(nn.Module):
         return output, (stacked if need_weights else None)
 
     def extra_repr(self) -> str:
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, bias={self.bias}"
+        return _extra_repr(self)
+
+
+def _init_sizes(m, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout) -> None:
+    """Check and store the sizes shared by both classes."""
+    m.head_dim = _check_dims(embed_dim, num_heads, head_dim)
+    m.embed_dim, m.num_heads, m.bias = embed_dim, num_heads, bias
+    m.kdim = embed_dim if kdim is None else check_positive_int("kdim", kdim)
+    m.vdim = embed_dim if vdim is None else check_positive_int("vdim", vdim)
+    m.dropout = _check_dropout("dropout", dropout)

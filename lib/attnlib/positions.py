@@ -131,7 +131,7 @@ def rotary_embedding(x: Tensor, positions: Tensor | None = None, base: float = 1
                 [ 0.5403,  0.8415],
                 [-0.4161,  0.9093]])
     """
-    check_tensor("x", x, tuple(range(2, 9)))
+    check_tensor("x", x, (2, None))
     L, D = x.shape[-2], x.shape[-1]
     if D % 2:
         raise ValueError(
@@ -169,7 +169,9 @@ def alibi_slopes(num_heads: int) -> Tensor:
         num_heads: ``H``.
 
     Returns:
-        Float32 tensor of the ``H`` slopes, largest first.
+        Float32 tensor of the ``H`` slopes in the paper's order: largest first for a power of
+        two; otherwise the ``n`` slopes of ``n`` heads, then the interleaved extra ones
+        (``alibi_slopes(6)`` is ``2^-2, 2^-4, 2^-6, 2^-8, 2^-1, 2^-3``).
 
     Shape:
         output: ``(H,)``.
@@ -202,13 +204,22 @@ def alibi_bias(num_heads: int, L: int, S: int | None = None, device=None) -> Ten
     different slope per head (:func:`alibi_slopes`); nothing is added to the embeddings. For a
     causal model combine it with :func:`attnlib.causal_mask` (set ``-inf`` where ``j > i``).
 
+    Queries sit at positions ``0 .. L-1`` and keys at ``0 .. S-1`` (aligned top-left, like
+    :func:`attnlib.causal_mask`). When the ``L`` queries are the *last* ``L`` of ``S``
+    positions (decoding with a cache of keys), take the last rows of the square bias,
+    ``alibi_bias(H, S)[:, S - L:]``.
+
+    With :class:`attnlib.MultiHeadAttention` on one sequence ``(L, E)`` pass the bias as it
+    is; on a batch ``(N, L, E)`` pass ``bias.unsqueeze(0)``, ``(1, H, L, S)``: there a 3-D
+    mask means ``(N, L, S)``, one mask per sequence.
+
     Args:
         num_heads: ``H``.
         L: number of queries. S: number of keys, defaults to ``L``.
         device: where to create the bias.
 
     Returns:
-        Float32 bias, broadcastable to the scores ``(N, H, L, S)``.
+        Float32 bias, one ``(L, S)`` matrix per head.
 
     Shape:
         output: ``(H, L, S)``.
