@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import difflib
 import functools
+import operator
 import os
 import uuid
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -76,13 +77,75 @@ def tokenize(sentence: str) -> list[str]:
     return words
 
 
+def _short(value, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters for an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _as_words(name: str, words) -> list[str]:
+    """``words`` as a list of ``str``, or a TypeError naming the first item that is not."""
+    if isinstance(words, str):
+        raise TypeError(f"{name} must be a sequence of str, not one str; got {_short(words)}")
+    try:
+        words = list(words)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of str; got {type(words).__name__}") from None
+    try:
+        "".join(words)  # a fast check that every item is a str
+    except TypeError:
+        i, bad = next((i, w) for i, w in enumerate(words) if not isinstance(w, str))
+        raise TypeError(
+            f"{name} must all be str; got {type(bad).__name__} {_short(bad)} at position {i}"
+        ) from None
+    return words
+
+
+def _as_matrix(name: str, vectors) -> np.ndarray:
+    """``vectors`` as a 2-D NumPy array of real numbers with at least one column, without
+    copying an array (a read-only memory map stays one)."""
+    if isinstance(vectors, Tensor):
+        if vectors.is_complex() or vectors.dtype == torch.bool:
+            raise TypeError(f"{name} must hold real numbers; got dtype {vectors.dtype}")
+        vectors = vectors.detach().cpu()
+        if vectors.dtype not in (torch.float32, torch.float64, torch.float16):
+            vectors = vectors.float()  # bfloat16 and integers: NumPy has no bfloat16
+        array = vectors.numpy()
+    elif isinstance(vectors, np.ndarray):
+        array = vectors
+    elif isinstance(vectors, (str, bytes)):
+        raise ValueError(f"{name} must be a 2-D array (V, D); got {type(vectors).__name__}")
+    else:
+        try:
+            array = np.asarray(vectors)
+        except ValueError:  # NumPy refuses rows of different lengths
+            raise ValueError(
+                f"{name} must be a 2-D array (V, D); got a ragged nested list"
+            ) from None
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must hold real numbers; got dtype {array.dtype}")
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (V, D); got {shape_str(array.shape)}")
+    if array.shape[1] == 0:
+        raise ValueError(
+            f"{name} must have at least one column, (V, D) with D >= 1; got "
+            f"{shape_str(array.shape)}"
+        )
+    return array
+
+
 class Embeddings:
     """A vocabulary of words and one vector per word, looked up by word.
 
+    It behaves like a read-only ``dict`` from words to vectors: ``emb[word]`` is a vector,
+    ``word in emb`` and ``len(emb)`` count words, and iterating over it gives the words in
+    row order (``list(emb) == emb.words``). A word is a ``str``; for several words at once
+    use :meth:`matrix`, for the row ``i`` use ``emb.words[i]`` and ``emb.vectors[i]``.
+
     Args:
-        words: the words, one per row of ``vectors``, without repeats.
-        vectors: a ``(V, D)`` array or tensor (a read-only memory map is fine: it is not
-            copied until :attr:`vectors` is first read).
+        words: the words (a sequence of ``str``), one per row of ``vectors``, without repeats.
+        vectors: a ``(V, D)`` array, tensor or nested list of real numbers (a read-only memory
+            map is fine: it is not copied until :attr:`vectors` is first read).
 
     Attributes:
         words: list of the ``V`` words, in row order.
@@ -92,34 +155,44 @@ class Embeddings:
         ``vectors``: ``(V, D)``; ``emb[word]``: ``(D,)``; ``emb.matrix(words)``: ``(n, D)``.
 
     Raises:
-        ValueError: if ``vectors`` is not 2-D, the number of rows differs from the number of
-        words, or a word repeats.
+        TypeError: if ``words`` is a single ``str`` or holds something else than ``str``, or
+        ``vectors`` does not hold real numbers. ValueError: if ``vectors`` is not 2-D or has
+        no column, the number of rows differs from the number of words, or a word repeats.
 
     Example:
         >>> emb = Embeddings(["cat", "dog"], torch.tensor([[1.0, 0.0], [0.6, 0.8]]))
         >>> emb["dog"], "cat" in emb, len(emb), emb.dim
         (tensor([0.6000, 0.8000]), True, 2, 2)
+        >>> list(emb)
+        ['cat', 'dog']
         >>> emb.most_similar("cat", k=1)
         [('dog', 0.6000000238418579)]
     """
 
     def __init__(self, words: Sequence[str], vectors):
-        array = vectors.detach().cpu().numpy() if isinstance(vectors, Tensor) else vectors
-        if not isinstance(array, np.ndarray) or array.ndim != 2:
-            got = shape_str(array.shape) if hasattr(array, "shape") else type(array).__name__
-            raise ValueError(f"vectors must be a 2-D array (V, D); got {got}")
-        self.words = list(words)
-        if len(self.words) != array.shape[0]:
+        array = _as_matrix("vectors", vectors)
+        words = _as_words("words", words)
+        if len(words) != array.shape[0]:
             raise ValueError(
-                f"vectors must have one row per word, ({len(self.words)}, D); got "
+                f"vectors must have one row per word, ({len(words)}, D); got "
                 f"{shape_str(array.shape)}"
             )
-        self._index = dict(zip(self.words, range(len(self.words))))
-        if len(self._index) != len(self.words):
+        index = dict(zip(words, range(len(words))))
+        if len(index) != len(words):
             seen: set[str] = set()
-            repeats = [w for w in self.words if w in seen or seen.add(w)]
+            repeats = [w for w in words if w in seen or seen.add(w)]
             raise ValueError(f"words must not repeat; got repeated {repeats[:5]}")
+        self.words = words
+        self._index = index
         self._array = array
+
+    @classmethod
+    def _from_checked(cls, words: list[str], array: np.ndarray, index: dict[str, int]):
+        """An instance from words and an array the readers have already checked (no second
+        pass over 400,000 words)."""
+        self = cls.__new__(cls)
+        self.words, self._array, self._index = words, array, index
+        return self
 
     @property
     def dim(self) -> int:
@@ -138,7 +211,15 @@ class Embeddings:
     def __len__(self) -> int:
         return len(self.words)
 
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.words)
+
     def __contains__(self, word: object) -> bool:
+        if not isinstance(word, str):
+            raise TypeError(
+                f"`word in emb` takes one word (a str); got {type(word).__name__}. For several "
+                "words: all(w in emb for w in words)"
+            )
         return word in self._index
 
     def __repr__(self) -> str:
@@ -146,6 +227,17 @@ class Embeddings:
 
     def __getitem__(self, word: str) -> Tensor:
         """The vector of ``word``, a ``(D,)`` float32 tensor; ``UnknownWordError`` if absent."""
+        if not isinstance(word, str):
+            if isinstance(word, (int, np.integer, slice, Tensor)):
+                raise TypeError(
+                    f"word must be one word (a str), not a row number; got "
+                    f"{type(word).__name__} {_short(word)}. Row i is emb.vectors[i], its word "
+                    "emb.words[i]"
+                )
+            raise TypeError(
+                f"word must be one word (a str); got {type(word).__name__}. For several words "
+                "use emb.matrix(words), an (n, D) tensor"
+            )
         return self.matrix([word])[0]
 
     def _missing(self, words: Iterable[str]) -> UnknownWordError:
@@ -153,9 +245,7 @@ class Embeddings:
         pool = self.words[:_SUGGESTION_POOL]
         parts = []
         for w in missing:
-            close = (
-                difflib.get_close_matches(w, pool, n=3, cutoff=0.7) if isinstance(w, str) else []
-            )
+            close = difflib.get_close_matches(w, pool, n=3, cutoff=0.7)
             hint = f" (close matches: {', '.join(close)})" if close else " (no close match)"
             parts.append(f"{w!r}{hint}")
         noun = "word" if len(missing) == 1 else "words"
@@ -175,12 +265,18 @@ class Embeddings:
             A ``(n, D)`` float32 tensor, row ``i`` the vector of ``words[i]``.
 
         Raises:
+            TypeError: if ``words`` is neither a ``str`` nor a sequence of ``str``.
             ValueError: if there is no word. UnknownWordError (a ``KeyError``): naming every
             unknown word with close matches.
         """
         if isinstance(words, str):
             words = tokenize(words)
-        words = list(words)
+        elif not isinstance(words, Iterable):
+            raise TypeError(
+                f"words must be a sentence (str) or a sequence of words (str); got "
+                f"{type(words).__name__}"
+            )
+        words = _as_words("words", words)
         if not words:
             raise ValueError("words must contain at least one word; got an empty sequence")
         rows = [self._index.get(w) for w in words]
@@ -195,23 +291,29 @@ class Embeddings:
 
             \\operatorname*{arg\\,top\\text{-}k}_{w} \\cos(\\mathbf{v}, \\mathbf{e}_w)
 
+        Fewer than ``k`` pairs come back if the vocabulary is smaller; a word whose own vector
+        is not finite (NaN, inf) is never returned.
+
         Args:
             word_or_vector: a word (itself excluded from the answer) or a ``(D,)`` vector.
-            k: how many neighbours.
+            k: how many neighbours (a positive ``int``, NumPy integers too).
 
         Returns:
             A list of ``(word, cosine)`` pairs, highest cosine first.
 
         Raises:
-            UnknownWordError: unknown word. ValueError: ``k < 1`` or a vector of the wrong
-            size.
+            UnknownWordError: unknown word. TypeError: a vector that is not a float tensor.
+            ValueError: ``k < 1``, a vector of the wrong size, or a vector (or the word's
+            vector) that is zero (its cosine is undefined) or not finite.
         """
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive integer; got {k!r}")
+        k = operator.index(k)
         exclude = None
         if isinstance(word_or_vector, str):
             vector = self[word_or_vector]
             exclude = self._index[word_or_vector]
+            what = f"the vector of {word_or_vector!r}"
         else:
             vector = check_tensor("word_or_vector", word_or_vector, (1,))
             if vector.shape[0] != self.dim:
@@ -219,11 +321,26 @@ class Embeddings:
                     f"word_or_vector must be a word or a vector of shape ({self.dim},); got "
                     f"{shape_str(vector.shape)}"
                 )
+            what = None
+        bad = vector[~torch.isfinite(vector)]
+        if bad.numel():
+            got = f"{what}, which holds" if what else "a vector holding"
+            raise ValueError(f"word_or_vector must be finite; got {got} {float(bad[0])}")
+        if not bool(vector.any()):
+            raise ValueError(
+                "word_or_vector must have a non-zero norm (the cosine with a zero vector is "
+                f"undefined); got {what or 'a zero vector'}"
+            )
         cosines = self._unit_vectors @ torch.nn.functional.normalize(vector.float(), dim=0)
+        cosines = torch.nan_to_num(cosines, nan=-float("inf"))  # else topk ranks NaN first
         if exclude is not None:
             cosines[exclude] = -float("inf")
-        top = torch.topk(cosines, min(k, len(self) - (exclude is not None)))
-        return [(self.words[i], float(c)) for c, i in zip(top.values, top.indices.tolist())]
+        top = torch.topk(cosines, min(k, len(self)))
+        return [
+            (self.words[i], float(c))
+            for c, i in zip(top.values, top.indices.tolist())
+            if c != -float("inf")
+        ]
 
 
 def load_glove(dim: int = 50) -> Embeddings:
