@@ -389,132 +389,395 @@ def _load_glove(dim: int) -> Embeddings:
     return Embeddings(words, vectors)
 
 
+# ---------------------------------------------------------------- the GloVe text format
+#
+# One line per word: the word, then its D numbers. Lines end at "\n", "\r\n" or "\r" (as
+# pyarrow's CSV reader and Python's universal newlines end them) and at nothing else: U+0085,
+# U+2028, U+2029 are characters of a word, so the text is never split with str.splitlines().
+# Fields are separated by runs of spaces and tabs (GloVe's own tokenizer splits at these)
+# and by nothing else: U+00A0 is a character of a word, so never str.split() without an
+# argument.
+
+_COMPRESSED = {"gzip": "gzip", "bz2": "bz2", "xz": "lzma"}  # kind: the module that opens it
+_BEYOND_FLOAT32 = "is out of the float32 range (largest 3.4028235e+38)"
+
+
+def _as_path(path) -> Path:
+    """``path`` as a ``Path`` with ``~`` expanded; TypeError for anything but a file name."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"path must be a str or os.PathLike; got {type(path).__name__} (pass the file's "
+            "name, not an open file or bytes)"
+        )
+    return Path(path).expanduser()
+
+
+def _directory_error(path: Path, expected: str) -> IsADirectoryError:
+    """IsADirectoryError naming a few of the files the directory holds."""
+    try:
+        names = sorted(p.name for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+    except OSError:
+        names = []
+    holds = f", which holds {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"
+    return IsADirectoryError(
+        f"path must be {expected}; got the directory {str(path)!r}{holds if names else ''}"
+    )
+
+
+def _sniff(head: bytes) -> str | None:
+    """The compression of a file from its first bytes (not its name): ``"gzip"``, ``"bz2"``,
+    ``"xz"``, ``"zip"``, or ``None`` for plain text."""
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip"
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return "xz"
+    if head[:3] == b"BZh" and head[3:4].isdigit() and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
+        return "bz2"
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return "zip"
+    return None
+
+
+def _zip_error(path: Path) -> ValueError:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = [n for n in z.namelist() if not n.endswith("/")]
+    except (zipfile.BadZipFile, OSError):
+        names = []
+    holds = f"; it holds {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"
+    example = f" (e.g. `unzip {path.name} {names[0]}`)" if names else ""
+    return ValueError(
+        f"{path}: a zip archive, not a GloVe text file{holds if names else ''}. Extract one"
+        f"{example} and read that file"
+    )
+
+
+def _decompress(path: Path, kind: str, raw: bytes | None) -> bytes:
+    """The decompressed bytes of the file (of ``raw``, its bytes, if it was read already)."""
+    import importlib
+    import zlib
+
+    module = importlib.import_module(_COMPRESSED[kind])
+    errors = (OSError, EOFError, zlib.error, getattr(module, "LZMAError", OSError))
+    try:
+        if raw is not None:
+            return module.decompress(raw)
+        with module.open(path, "rb") as f:
+            return f.read()
+    except errors as e:  # e.g. EOFError: a download cut short
+        raise ValueError(
+            f"{path}: a {kind} file that could not be decompressed ({type(e).__name__}: {e}); "
+            "it may be truncated or damaged: download it again"
+        ) from None
+
+
+def _fields(line: str) -> list[str]:
+    """The fields of a line: split at runs of spaces and tabs, and only at these."""
+    return [f for f in line.replace("\t", " ").split(" ") if f]
+
+
+def _header(line1: str, line2: str | None) -> tuple[int, int] | None:
+    """``(count, dim)`` if the first line is word2vec's text header, else ``None``.
+
+    A header is two whole numbers, ``count dim``, followed by lines of a word and at least two
+    numbers. (A data line of a word and one number also has two fields: with one dimension,
+    no header is recognised, and a first line ``"2 1"`` is the word ``"2"``.)
+    """
+    if line2 is None:
+        return None
+    first = _fields(line1)
+    if len(first) != 2 or not all(f.isascii() and f.isdigit() for f in first):
+        return None
+    if len(_fields(line2)) < 3:
+        return None
+    return int(first[0]), int(first[1])
+
+
+def _split_lines(text: str) -> list[str]:
+    """The lines of ``text``, ended by ``\\n``, ``\\r\\n`` or ``\\r`` only."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.split("\n")
+
+
 def read_glove_text(path: str | os.PathLike) -> Embeddings:
     """Read a file in GloVe's text format: one line per word, ``word v1 v2 ... vD``.
 
-    The whole file is parsed by pyarrow's CSV reader (C++, space-separated, no quoting)
-    rather than one Python call per line, which makes it several times faster than a
-    dict-building loop. Without pyarrow, or for a file it cannot take as plain
-    ``word v1 ... vD`` lines, all numbers are parsed in one call to NumPy's C parser
-    (``np.fromstring``), which also finds and names a malformed line.
+    What is accepted, as GloVe's and word2vec's tools write files:
+
+    * fields separated by one or more spaces or tabs; spaces and tabs at the start or end of
+      a line are ignored (fastText's ``.vec`` files end lines with a space);
+    * lines ended by ``\\n``, ``\\r\\n`` or ``\\r``; nothing else ends a line or separates
+      fields, so a word may hold any other character: U+0085, U+2028 (which
+      ``str.splitlines`` would split at) or a no-break space U+00A0 (which ``str.split()``
+      would split at), as GloVe 840B's words do;
+    * a UTF-8 byte-order mark at the start; blank lines at the end;
+    * a word2vec header ``count dim`` as the first line (fastText's ``.vec`` files): it is
+      checked against the file, then skipped;
+    * gzip, bz2 and xz files, recognised by their first bytes whatever their name.
+
+    Each number is read as the nearest float64, then rounded to float32, as seeds 000 and 003
+    read them (``float(value)``); numbers are plain decimals (``-0.5``, ``.5``, ``1e-05``).
+
+    The whole file is parsed by pyarrow's CSV reader (C++, multi-threaded) when it is plain
+    ``word v1 ... vD`` lines, single-spaced. Any other file, or without pyarrow, is read by a
+    NumPy reader (all numbers in one call to NumPy's C parser), which gives the same result or
+    finds and names the first malformed line.
 
     Args:
-        path: the text file (UTF-8).
+        path: the file (UTF-8 text, or that text compressed); ``~`` is expanded.
 
     Returns:
         :class:`Embeddings`, words in file order.
 
     Raises:
-        FileNotFoundError: if ``path`` does not exist. ValueError: naming the file and the
-        line number of the first malformed line (a line with another number of values than
-        the first line, or a value that is not a number), or if the file is empty.
+        TypeError: if ``path`` is not a ``str`` or ``os.PathLike``. FileNotFoundError: if it
+        does not exist. IsADirectoryError: if it is a directory. ValueError: naming the file,
+        and the line where there is one, if the file is empty, not UTF-8, a zip archive or a
+        damaged compressed file, or a line is malformed: blank, another number of values than
+        the first line, a value that is not a number, a number that is not finite (NaN, inf,
+        or out of the float32 range), a word that repeats an earlier line, or a word2vec
+        header that does not match the file.
 
     Example:
         >>> glove = read_glove_text("data/glove.6B.50d.subset.txt")
         >>> glove["ship"][:2]
         tensor([1.5213, 0.1052])
     """
-    path = Path(path)
-    if not path.is_file():
+    path = _as_path(path)
+    if path.is_dir():
+        raise _directory_error(path, "a GloVe text file")
+    if not path.exists():
         raise FileNotFoundError(f"GloVe file not found: {str(path)!r} (no such file)")
-    embeddings = _read_glove_text_arrow(path)
-    return _read_glove_text_numpy(path) if embeddings is None else embeddings
+    if path.is_file():
+        with open(path, "rb") as f:
+            head, raw = f.read(16), None
+    else:  # a pipe, e.g. <(zcat glove.txt.gz): it can be read only once
+        raw = path.read_bytes()
+        head = raw[:16]
+    kind = _sniff(head)
+    if kind == "zip":
+        raise _zip_error(path)
+    data = raw if kind is None else _decompress(path, kind, raw)
+    embeddings = _read_glove_text_arrow(path, data)
+    if embeddings is None:
+        embeddings = _read_glove_text_numpy(path, path.read_bytes() if data is None else data)
+    return embeddings
 
 
-def _read_glove_text_arrow(path: Path) -> Embeddings | None:
+def _two_lines(head: bytes) -> bytes:
+    """``head`` cut after its second line end (``\\n``, ``\\r\\n`` or ``\\r``)."""
+    pos = 0
+    for _ in range(2):
+        n = head.find(b"\n", pos)
+        r = head.find(b"\r", pos, n if n >= 0 else len(head))
+        if n < 0 and r < 0:
+            return head
+        pos = (r if r >= 0 else n) + 1
+        if head[pos - 1 : pos + 1] == b"\r\n":
+            pos += 1
+    return head[:pos]
+
+
+def _first_lines(path: Path, data: bytes | None) -> tuple[str, str | None] | None:
+    """The first two lines of the file (the second ``None`` if there is only one), or ``None``
+    if they are not UTF-8 (the NumPy reader will name the line)."""
+    if data is None:
+        chunks = []
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 16):
+                chunks.append(chunk)
+                if sum(c.count(b"\n") + c.count(b"\r") for c in chunks) >= 3:
+                    break
+        data = b"".join(chunks)
+    try:
+        text = _two_lines(data).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = _split_lines(text.removeprefix("\ufeff"))
+    return lines[0], (lines[1] if len(lines) > 1 else None)
+
+
+def _read_glove_text_arrow(path: Path, data: bytes | None) -> Embeddings | None:
     """Parse with pyarrow's CSV reader (C++); ``None`` if pyarrow is not installed or the
-    file is not plain ``word v1 ... vD`` lines, single-spaced (the NumPy reader then reads
-    it, or names the malformed line)."""
+    file is anything but plain ``word v1 ... vD`` lines, single-spaced (the NumPy reader then
+    reads it, or names the malformed line).
+
+    ``data``: the decompressed bytes of a compressed file, ``None`` to read ``path``.
+    """
     try:
         import pyarrow as pa
+        import pyarrow.compute as pc
         import pyarrow.csv as csv
-    except ModuleNotFoundError:
+    except ImportError:
         return None
-    with open(path, encoding="utf-8", errors="replace") as f:
-        dim = len(f.readline().split(" ")) - 1
-    if dim < 1:
+    lines = _first_lines(path, data)
+    if lines is None:
+        return None
+    header = _header(*lines)
+    dim = len(_fields(lines[1] if header else lines[0])) - 1
+    if dim < 1 or (header is not None and header[1] != dim):
         return None
     names = ["word", *(f"v{i}" for i in range(dim))]
+    longest = len(lines[0].encode()) + len((lines[1] or "").encode())
     try:
+        source = pa.BufferReader(data) if data is not None else pa.memory_map(str(path))
         table = csv.read_csv(
-            path,
-            read_options=csv.ReadOptions(column_names=names),
+            source,
+            read_options=csv.ReadOptions(
+                column_names=names,
+                skip_rows=1 if header else 0,
+                block_size=max(1 << 20, 8 * longest),  # whole lines in a block
+            ),
             parse_options=csv.ParseOptions(
                 delimiter=" ", quote_char=False, escape_char=False, ignore_empty_lines=False
             ),
             convert_options=csv.ConvertOptions(
-                column_types={"word": pa.string(), **dict.fromkeys(names[1:], pa.float32())},
+                # float64, then rounded to float32 below: the numbers the NumPy reader and
+                # the seeds' float(value) give, to the last bit
+                column_types={"word": pa.string(), **dict.fromkeys(names[1:], pa.float64())},
+                null_values=[],  # "", "NA", "nan": an error, not a missing value
                 strings_can_be_null=False,
             ),
         )
-    except (pa.ArrowInvalid, UnicodeError):
+    except (pa.ArrowException, OSError, ValueError):  # ArrowInvalid: e.g. a ragged line
         return None
-    if table.num_rows == 0 or any(column.null_count for column in table.columns):
-        return None  # e.g. two spaces in a row: an empty value
-    vectors = np.column_stack([column.to_numpy() for column in table.columns[1:]])  # (V, D)
-    return Embeddings(table.column(0).to_pylist(), vectors)
+    n = table.num_rows
+    words = table.column(0)
+    if (
+        n == 0
+        or (header is not None and header[0] != n)
+        or pc.any(pc.match_substring(words, "\t")).as_py()  # "word\t1 2": the NumPy reader
+        or pc.min(pc.binary_length(words)).as_py() == 0  # a leading space
+    ):
+        return None
+    vectors = np.empty((n, dim), dtype=np.float32)  # (V, D)
+    start = 0
+    with np.errstate(over="ignore"):  # out of the float32 range: inf, refused below
+        for batch in table.to_batches():  # a block of rows at a time: stays in the cache
+            block = vectors[start : start + batch.num_rows]
+            for i in range(dim):
+                block[:, i] = batch.column(i + 1).to_numpy()
+            start += batch.num_rows
+    if not np.isfinite(vectors).all():
+        return None
+    word_list = words.to_pylist()
+    index = dict(zip(word_list, range(n)))
+    if len(index) != n:
+        return None  # a repeated word
+    return Embeddings._from_checked(word_list, vectors, index)
 
 
-def _read_glove_text_numpy(path: Path) -> Embeddings:
-    lines = path.read_text(encoding="utf-8-sig").splitlines()  # -sig: drop a BOM, as pyarrow
-    while lines and not lines[-1].strip():
+def _parse_numbers(text: str) -> np.ndarray | None:
+    """All numbers of ``text`` (separated by spaces) as float32, each the nearest float64
+    rounded; ``None`` if something is not a number."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # NumPy's "unmatched data"
+        try:
+            return np.fromstring(text, dtype=np.float32, sep=" ")
+        except (DeprecationWarning, ValueError):
+            return None
+
+
+def _read_glove_text_numpy(path: Path, data: bytes) -> Embeddings:
+    """Read the whole file with NumPy; the reference for what the format is. Raises a
+    ValueError naming the file and the line for a malformed file."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = len(_split_lines(data[: e.start].decode("utf-8", errors="replace")))
+        raise ValueError(
+            f"{path}, line {line}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start}); "
+            "GloVe files are UTF-8. Convert the file first, e.g. "
+            "`iconv -f latin1 -t utf-8 in.txt > out.txt` for Latin-1"
+        ) from None
+    text = text.removeprefix("\ufeff")
+    if "\t" in text:
+        text = text.replace("\t", " ")
+    lines = _split_lines(text)
+    while lines and not lines[-1].strip(" "):
         lines.pop()
     if not lines:
         raise ValueError(f"{path}: empty GloVe file, expected lines 'word v1 v2 ... vD'")
-    words, numbers = [], []
-    for line in lines:
-        word, _, rest = line.partition(" ")
+    header = _header(lines[0], lines[1] if len(lines) > 1 else None)
+    first = 2 if header else 1  # the line number of the first word
+    body = lines[first - 1 :]
+    words, rests = [], []
+    for line in body:
+        word, _, rest = line.strip(" ").partition(" ")
         words.append(word)
-        numbers.append(rest)
-    dim = len(numbers[0].split())
-    flat = None
-    if dim:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", DeprecationWarning)  # NumPy's "unmatched data"
-            try:
-                flat = np.fromstring(" ".join(numbers), dtype=np.float32, sep=" ")
-            except (DeprecationWarning, ValueError):
-                flat = None
+        rests.append(rest)
+    dim = len(_fields(rests[0])) if words[0] else 0
+    if header is not None and header[1] != dim:
+        raise ValueError(
+            f"{path}, line 1: word2vec header '{lines[0].strip()}' announces {header[1]} numbers "
+            f"per word; line 2 has {dim}"
+        )
+    numbers = " ".join(rests)
+    flat = _parse_numbers(numbers) if dim else None
     # The total alone can hide a short line followed by a long one: count each line too
-    # (str.count is cheap; split only the lines that are not single-spaced).
+    # (str.count is cheap; split only the lines that are not single-spaced). NumPy's parser
+    # also takes "\v" and "\f" as separators: those lines are checked one by one.
     if (
         flat is None
-        or flat.size != dim * len(lines)
-        or any(r.count(" ") != dim - 1 and len(r.split()) != dim for r in numbers)
+        or flat.size != dim * len(body)
+        or "\x0b" in numbers
+        or "\x0c" in numbers
+        or any(r.count(" ") != dim - 1 and len(_fields(r)) != dim for r in rests)
     ):
-        _raise_malformed(path, lines, dim)
-    return Embeddings(words, flat.reshape(len(lines), dim))  # (V, D)
+        _raise_malformed(path, words, rests, dim, first)
+    vectors = flat.reshape(len(body), dim)  # (V, D)
+    finite = np.isfinite(vectors)
+    if not finite.all():
+        row, col = np.argwhere(~finite)[0]
+        value = _fields(rests[row])[col]
+        spelled = any(s in value.lower() for s in ("nan", "inf"))
+        why = "is not a finite number" if spelled else _BEYOND_FLOAT32
+        raise ValueError(f"{path}, line {row + first}: value {value!r} after {words[row]!r} {why}")
+    index = dict(zip(words, range(len(words))))
+    if len(index) != len(words):
+        seen: dict[str, int] = {}
+        for row, word in enumerate(words):
+            if word in seen:
+                raise ValueError(
+                    f"{path}, line {row + first}: word {word!r} repeats line "
+                    f"{seen[word] + first}; each word must appear once"
+                )
+            seen[word] = row
+    if header is not None and header[0] != len(words):
+        raise ValueError(
+            f"{path}, line 1: word2vec header '{lines[0].strip()}' announces {header[0]} words; "
+            f"the file has {len(words)} (truncated?)"
+        )
+    return Embeddings._from_checked(words, vectors, index)
 
 
-def _raise_malformed(path: Path, lines: list[str], dim: int):
+def _raise_malformed(path: Path, words: list[str], rests: list[str], dim: int, first: int):
     """Find the first malformed line (slowly, only once something is known to be wrong)."""
-    for number, line in enumerate(lines, start=1):
-        if not line.split():
+    for row, (word, rest) in enumerate(zip(words, rests)):
+        number = row + first
+        if not word:
             raise ValueError(
                 f"{path}, line {number}: empty line; expected a word and {dim or 'some'} numbers"
             )
-        word, *values = line.split()
+        values = _fields(rest)
         if dim == 0 or len(values) != dim:
+            noun = "value" if len(values) == 1 else "values"
             raise ValueError(
                 f"{path}, line {number}: expected a word and {dim or 'some'} numbers; got "
-                f"{len(values)} values after {word!r}"
+                f"{len(values)} {noun} after {word!r}"
             )
-        try:
-            [float(v) for v in values]
-        except ValueError:
-            bad = next(v for v in values if not _is_float(v))
-            raise ValueError(
-                f"{path}, line {number}: value {bad!r} after {word!r} is not a number"
-            ) from None
+        parsed = _parse_numbers(" ".join(values))
+        if parsed is None or parsed.size != dim or "\x0b" in rest or "\x0c" in rest:
+            for v in values:
+                one = _parse_numbers(v)  # NumPy would skip a "\v" or "\f" around it
+                if one is None or one.size != 1 or "\x0b" in v or "\x0c" in v:
+                    raise ValueError(
+                        f"{path}, line {number}: value {v!r} after {word!r} is not a number"
+                    )
     raise ValueError(f"{path}: could not parse the file as GloVe text")  # pragma: no cover
-
-
-def _is_float(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True
 
 
 _WRITE_ROWS = 8192
