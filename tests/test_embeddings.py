@@ -220,7 +220,9 @@ def test_write_glove_is_atomic_on_error(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"vectors must have shape \(2, D\); got \(3, 2\)"):
         write_glove_text(path, ["a", "b"], np.zeros((3, 2)))
     with pytest.raises(
-        ValueError, match=r"words must be non-empty and contain no white space; got \['a b', ''\]"
+        ValueError,
+        match=r"words must be non-empty and contain no space, tab, '\\r' or '\\n' \(the "
+        r"file's separators\); got 'a b' at position 0",
     ):
         write_glove_text(path, ["a b", "", "c"], np.zeros((3, 2)))
 

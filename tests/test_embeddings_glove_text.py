@@ -18,7 +18,7 @@ import attnlib.embeddings as embeddings_module
 import numpy as np
 import pytest
 import torch
-from attnlib.embeddings import read_glove_text
+from attnlib.embeddings import read_glove_text, write_glove_text
 from conftest import GLOVE_SUBSET
 from hypothesis import given
 from hypothesis import strategies as st
@@ -398,3 +398,143 @@ def test_readers_agree_on_generated_files(tmp_path_factory, words, dim, data):
     assert fast.words == slow.words == words
     assert np.array_equal(fast.vectors.numpy(), expected)
     assert np.array_equal(slow.vectors.numpy(), expected)
+
+
+# ---------------------------------------------------------------- write_glove_text
+
+
+def test_write_glove_round_trips_unusual_words(tmp_path, read):
+    words = ["a\u2028b", "a\x85b", ". . .".replace(" ", "\xa0"), "a\x0bb", "\ufeffmid", "1", "NA"]
+    vectors = np.arange(2 * len(words), dtype=np.float32).reshape(-1, 2) - 3.5
+    path = write_glove_text(tmp_path / "odd.txt", words, vectors)
+    assert_embeddings(read(path), words, vectors)
+    assert path.read_bytes().count(b"\n") == len(words)
+
+
+def test_write_glove_expands_home(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    path = write_glove_text("~/sub/g.txt", *CAT_DOG)
+    assert path == home / "sub" / "g.txt" and path.is_file()
+    assert not (tmp_path / "~").exists()  # not a folder named '~' in the working directory
+    assert_embeddings(read_glove_text(path), *CAT_DOG)
+
+
+BAD_WRITES = [
+    # (words, vectors, exception, message)
+    pytest.param(
+        [1, 2], [[1.0], [2.0]], TypeError,
+        r"words must all be str; got int 1 at position 0", id="int-words",
+    ),
+    pytest.param(
+        ["a", None], [[1.0], [2.0]], TypeError,
+        r"words must all be str; got NoneType None at position 1", id="none-word",
+    ),
+    pytest.param(
+        "ab", [[1.0], [2.0]], TypeError,
+        r"words must be a sequence of str, not one str; got 'ab'", id="str-words",
+    ),
+    pytest.param(
+        ["a", "b c"], [[1.0], [2.0]], ValueError,
+        r"words must be non-empty and contain no space, tab, '\\r' or '\\n' \(the file's "
+        r"separators\); got 'b c' at position 1", id="space",
+    ),
+    pytest.param(
+        ["a\tb"], [[1.0]], ValueError, r"got 'a\\tb' at position 0", id="tab",
+    ),
+    pytest.param(
+        ["a", "b\nc"], [[1.0], [2.0]], ValueError, r"got 'b\\nc' at position 1", id="newline",
+    ),
+    pytest.param(
+        ["a\r"], [[1.0]], ValueError, r"got 'a\\r' at position 0", id="carriage-return",
+    ),
+    pytest.param(["a", ""], [[1.0], [2.0]], ValueError, r"got '' at position 1", id="empty-word"),
+    pytest.param(
+        ["a", "b", "a"], [[1.0], [2.0], [3.0]], ValueError,
+        r"words must not repeat; got 'a' at positions 0 and 2", id="duplicate",
+    ),
+    pytest.param(
+        ["a", "\ud800"], [[1.0], [2.0]], ValueError,
+        r"words must be encodable as UTF-8; got '\\ud800' at position 1", id="surrogate",
+    ),
+    pytest.param(
+        ["\ufeffa"], [[1.0]], ValueError,
+        r"words\[0\] must not start with U\+FEFF \(a byte-order mark", id="bom-first-word",
+    ),
+    pytest.param(
+        [], np.zeros((0, 2)), ValueError,
+        r"words must contain at least one word; got an empty sequence", id="no-words",
+    ),
+    pytest.param(
+        ["a"], np.zeros((1, 0)), ValueError,
+        r"vectors must have at least one column, \(V, D\) with D >= 1; got \(1, 0\)", id="dim-0",
+    ),
+    pytest.param(
+        ["a", "b"], np.zeros((3, 2)), ValueError,
+        r"vectors must have shape \(2, D\); got \(3, 2\)", id="rows",
+    ),
+    pytest.param(
+        ["a"], np.zeros((1, 2, 1)), ValueError,
+        r"vectors must have shape \(1, D\); got \(1, 2, 1\)", id="3-d",
+    ),
+    pytest.param(
+        ["a"], [["x", "y"]], TypeError,
+        r"vectors must hold real numbers; got dtype <U1", id="strings",
+    ),
+    pytest.param(
+        ["a", "b"], [[1.0, 2.0], [np.nan, 0.0]], ValueError,
+        r"vectors must be finite; row 1 \('b'\) holds nan", id="nan",
+    ),
+    pytest.param(
+        ["a"], [[1.0, -np.inf]], ValueError, r"row 0 \('a'\) holds -inf", id="inf",
+    ),
+    pytest.param(
+        ["a"], [[1e39, 0.0]], ValueError,
+        r"vectors must be finite; row 0 \('a'\) holds 1e\+39, which is out of the float32 range",
+        id="float32-overflow",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("words", "vectors", "exc", "message"), BAD_WRITES)
+def test_bad_write_glove_leaves_nothing_behind(tmp_path, words, vectors, exc, message):
+    path = tmp_path / "keep.txt"
+    path.write_text("old 1.0\n", encoding="utf-8")
+    with pytest.raises(exc, match=message):
+        write_glove_text(path, words, vectors)
+    assert path.read_text(encoding="utf-8") == "old 1.0\n"  # untouched
+    assert sorted(os.listdir(tmp_path)) == ["keep.txt"]  # no temporary file
+
+
+def test_bad_write_glove_failure_while_writing(tmp_path, monkeypatch):
+    """An error in the middle of writing (here: the disk fills) leaves the old file whole."""
+    path = tmp_path / "keep.txt"
+    path.write_text("old 1.0\n", encoding="utf-8")
+    calls = []
+
+    def failing_format(block):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("No space left on device")
+        return original(block)
+
+    original = embeddings_module._format_values
+    monkeypatch.setattr(embeddings_module, "_format_values", failing_format)
+    monkeypatch.setattr(embeddings_module, "_WRITE_ROWS", 2)
+    with pytest.raises(OSError, match="No space left on device"):
+        write_glove_text(path, ["a", "b", "c", "d"], np.ones((4, 2)))
+    assert len(calls) == 2  # the first block was written to the temporary file
+    assert path.read_text(encoding="utf-8") == "old 1.0\n"
+    assert sorted(os.listdir(tmp_path)) == ["keep.txt"]
+
+
+def test_bad_write_glove_path(tmp_path):
+    with pytest.raises(
+        IsADirectoryError, match=r"path must be a file name; got the directory '.*'"
+    ):
+        write_glove_text(tmp_path, ["a"], [[1.0]])
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(TypeError, match=r"path must be a str or os\.PathLike; got bytes"):
+        write_glove_text(b"g.txt", ["a"], [[1.0]])

@@ -781,6 +781,7 @@ def _raise_malformed(path: Path, words: list[str], rests: list[str], dim: int, f
 
 
 _WRITE_ROWS = 8192
+_SEPARATORS = frozenset(" \t\r\n")  # what a written word must not hold
 
 
 def _format_values(block) -> list[list[str]]:
@@ -792,22 +793,72 @@ def _format_values(block) -> list[list[str]]:
     return text.tolist()
 
 
+def _encodable(word: str) -> bool:
+    try:
+        word.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, e.g. "\ud800"
+        return False
+    return True
+
+
+def _check_written_words(words: list[str]) -> None:
+    """The words :func:`read_glove_text` reads back as they are, or a ValueError."""
+    if not words:
+        raise ValueError("words must contain at least one word; got an empty sequence")
+    joined = "".join(words)
+    if not all(words) or any(c in joined for c in _SEPARATORS):
+        i, bad = next((i, w) for i, w in enumerate(words) if not w or _SEPARATORS.intersection(w))
+        raise ValueError(
+            "words must be non-empty and contain no space, tab, '\\r' or '\\n' (the file's "
+            f"separators); got {_short(bad)} at position {i}"
+        )
+    try:
+        joined.encode("utf-8")
+    except UnicodeEncodeError:
+        i, bad = next((i, w) for i, w in enumerate(words) if not _encodable(w))
+        raise ValueError(
+            f"words must be encodable as UTF-8; got {_short(bad)} at position {i}"
+        ) from None
+    if words[0].startswith("\ufeff"):
+        raise ValueError(
+            "words[0] must not start with U+FEFF (a byte-order mark, which readers drop at the "
+            f"start of a file); got {_short(words[0])}"
+        )
+    if len(set(words)) != len(words):
+        seen: dict[str, int] = {}
+        for i, w in enumerate(words):
+            if w in seen:
+                raise ValueError(
+                    f"words must not repeat; got {_short(w)} at positions {seen[w]} and {i}"
+                )
+            seen[w] = i
+
+
 def write_glove_text(path: str | os.PathLike, words: Sequence[str], vectors) -> Path:
     """Write words and vectors in GloVe's text format, atomically.
 
     Each value is written in the shortest form that reads back to the same float32 (the
-    original files' ``1.5213 0.10522 ...``). The file is written to a temporary file in the
-    same folder and renamed, so a reader never sees half a file.
+    original files' ``1.5213 0.10522 ...``), one ``word v1 ... vD`` line per word, single
+    spaces, ``\\n`` line ends, UTF-8: :func:`read_glove_text` reads the same words and vectors
+    back, bit for bit. Everything is checked before the file is opened; the file is written
+    to a temporary file in the same folder, flushed to disk and renamed, so a reader never
+    sees half a file, and on any error the old file (if any) is left as it was.
 
     Args:
-        path: where to write.
-        words: ``V`` words; vectors: ``(V, D)`` array or tensor.
+        path: where to write; ``~`` is expanded and missing folders are created.
+        words: ``V`` distinct, non-empty ``str`` without space, tab, ``\\r`` or ``\\n`` (any
+            other character is fine: U+2028, U+00A0, ...).
+        vectors: ``(V, D)`` array, tensor or nested list of finite numbers, ``D >= 1``.
 
     Returns:
-        ``Path(path)``.
+        ``Path(path)``, ``~`` expanded.
 
     Raises:
-        ValueError: if the sizes differ or a word contains white space.
+        TypeError: if ``path`` is not a file name, ``words`` is a single ``str`` or holds
+        something else than ``str``, or ``vectors`` does not hold real numbers.
+        IsADirectoryError: if ``path`` is a directory. ValueError: if the sizes differ, there
+        is no word or no column, a word is empty, holds a separator, repeats or cannot be
+        encoded as UTF-8, or a value is not finite in float32 (NaN, inf, beyond 3.4e38).
 
     Example:
         >>> import tempfile
@@ -818,14 +869,32 @@ def write_glove_text(path: str | os.PathLike, words: Sequence[str], vectors) -> 
         >>> read_glove_text(path)["ship"]
         tensor([1.5213, 0.1052])
     """
-    array = vectors.detach().cpu().numpy() if isinstance(vectors, Tensor) else np.asarray(vectors)
-    words = list(words)
-    if array.ndim != 2 or array.shape[0] != len(words):
+    path = _as_path(path)
+    words = _as_words("words", words)
+    if isinstance(vectors, Tensor) or isinstance(vectors, np.ndarray):
+        array = vectors
+    else:
+        try:
+            array = np.asarray(vectors)
+        except ValueError:
+            raise ValueError(
+                "vectors must be a 2-D array (V, D); got a ragged nested list"
+            ) from None
+    if getattr(array, "ndim", None) != 2 or array.shape[0] != len(words):
         raise ValueError(f"vectors must have shape ({len(words)}, D); got {shape_str(array.shape)}")
-    bad = [w for w in words if not w or len(w.split()) != 1 or w != w.strip()]
-    if bad:
-        raise ValueError(f"words must be non-empty and contain no white space; got {bad[:5]}")
-    path = Path(path)
+    _check_written_words(words)
+    array = _as_matrix("vectors", array)
+    with np.errstate(over="ignore"):
+        finite = np.isfinite(array.astype(np.float32, copy=False))
+    if not finite.all():
+        row, col = np.argwhere(~finite)[0]
+        value = float(array[row, col])
+        beyond = f", which {_BEYOND_FLOAT32}" if np.isfinite(value) else ""
+        raise ValueError(
+            f"vectors must be finite; row {row} ({_short(words[row])}) holds {value:g}{beyond}"
+        )
+    if path.is_dir():
+        raise _directory_error(path, "a file name")
     path.parent.mkdir(parents=True, exist_ok=True)
     # A temporary name in the same folder (same file system, so os.replace is atomic);
     # opened with open(), so the file gets the usual umask permissions.
@@ -838,6 +907,8 @@ def write_glove_text(path: str | os.PathLike, words: Sequence[str], vectors) -> 
                     word + " " + " ".join(row) + "\n"
                     for word, row in zip(words[start : start + _WRITE_ROWS], block)
                 )
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the rename makes it visible
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
