@@ -533,7 +533,8 @@ def read_glove_text(path: str | os.PathLike) -> Embeddings:
     finds and names the first malformed line.
 
     Args:
-        path: the file (UTF-8 text, or that text compressed); ``~`` is expanded.
+        path: the file (UTF-8 text, or that text compressed; a named pipe works too);
+            ``~`` is expanded.
 
     Returns:
         :class:`Embeddings`, words in file order.
@@ -591,12 +592,11 @@ def _first_lines(path: Path, data: bytes | None) -> tuple[str, str | None] | Non
     """The first two lines of the file (the second ``None`` if there is only one), or ``None``
     if they are not UTF-8 (the NumPy reader will name the line)."""
     if data is None:
-        chunks = []
+        chunks, ends = [], 0
         with open(path, "rb") as f:
-            while chunk := f.read(1 << 16):
+            while ends < 3 and (chunk := f.read(1 << 16)):  # 3: two lines, even with "\r\n"
                 chunks.append(chunk)
-                if sum(c.count(b"\n") + c.count(b"\r") for c in chunks) >= 3:
-                    break
+                ends += chunk.count(b"\n") + chunk.count(b"\r")
         data = b"".join(chunks)
     try:
         text = _two_lines(data).decode("utf-8")
@@ -611,7 +611,8 @@ def _read_glove_text_arrow(path: Path, data: bytes | None) -> Embeddings | None:
     file is anything but plain ``word v1 ... vD`` lines, single-spaced (the NumPy reader then
     reads it, or names the malformed line).
 
-    ``data``: the decompressed bytes of a compressed file, ``None`` to read ``path``.
+    ``data``: the file's bytes if they were read already (a compressed file, decompressed,
+    or a pipe), ``None`` to read ``path``.
     """
     try:
         import pyarrow as pa
