@@ -220,7 +220,9 @@ def test_write_glove_is_atomic_on_error(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"vectors must have shape \(2, D\); got \(3, 2\)"):
         write_glove_text(path, ["a", "b"], np.zeros((3, 2)))
     with pytest.raises(
-        ValueError, match=r"words must be non-empty and contain no white space; got \['a b', ''\]"
+        ValueError,
+        match=r"words must be non-empty and contain no space, tab, '\\r' or '\\n' \(the "
+        r"file's separators\); got 'a b' at position 0",
     ):
         write_glove_text(path, ["a b", "", "c"], np.zeros((3, 2)))
 
@@ -286,3 +288,113 @@ def test_bad_glove_words_without_numbers(tmp_path):
         match=r"words\.txt, line 1: expected a word and some numbers; got 0 values after 'cat'",
     ):
         read_glove_text(path)
+
+
+# ---------------------------------------------------------------- Embeddings: edges
+
+
+def test_embeddings_iterate_over_words(small_embeddings):
+    """Iteration gives the words, in row order, like a dict's keys: ``in`` and ``len`` agree."""
+    assert (
+        list(small_embeddings) == small_embeddings.words == ["ship", "crew", "boat", "sea", "order"]
+    )
+    assert [w for w in small_embeddings if w in small_embeddings] == small_embeddings.words
+    assert len(list(small_embeddings)) == len(small_embeddings)
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        (["ship", "crew"], r"word must be one word \(a str\); got list\. For several words use "
+         r"emb\.matrix\(words\), an \(n, D\) tensor"),
+        (("ship",), r"word must be one word \(a str\); got tuple\. For several words use "
+         r"emb\.matrix\(words\)"),
+        (0, r"word must be one word \(a str\), not a row number; got int 0\. Row i is "
+         r"emb\.vectors\[i\], its word emb\.words\[i\]"),
+        (torch.tensor(1), r"word must be one word \(a str\), not a row number; got Tensor"),
+        (slice(0, 2), r"word must be one word \(a str\), not a row number; got slice"),
+        (None, r"word must be one word \(a str\); got NoneType"),
+    ],
+)  # fmt: skip
+def test_bad_getitem(small_embeddings, key, message):
+    with pytest.raises(TypeError, match=message):
+        small_embeddings[key]
+
+
+@pytest.mark.parametrize("key", [["ship"], 0, None])
+def test_bad_contains(small_embeddings, key):
+    with pytest.raises(
+        TypeError,
+        match=rf"`word in emb` takes one word \(a str\); got {type(key).__name__}\. For several "
+        r"words: all\(w in emb for w in words\)",
+    ):
+        key in small_embeddings  # noqa: B015
+
+
+@pytest.mark.parametrize(
+    ("words", "message"),
+    [
+        (None, r"words must be a sentence \(str\) or a sequence of words \(str\); got NoneType"),
+        (3, r"words must be a sentence \(str\) or a sequence of words \(str\); got int"),
+        ([1], r"words must all be str; got int 1 at position 0"),
+        (["ship", ["crew"]], r"words must all be str; got list \['crew'\] at position 1"),
+    ],
+)
+def test_bad_matrix_words(small_embeddings, words, message):
+    with pytest.raises(TypeError, match=message):
+        small_embeddings.matrix(words)
+
+
+def test_embeddings_accepts_lists_and_other_dtypes():
+    e = Embeddings(("a", "b"), [[1, 2], [3, 4]])  # a tuple of words, a nested list of ints
+    assert e.words == ["a", "b"] and e.vectors.dtype == torch.float32
+    assert torch.equal(e["b"], torch.tensor([3.0, 4.0]))
+    half = Embeddings(["a"], torch.tensor([[1.5, 2.0]], dtype=torch.bfloat16))
+    assert torch.equal(half["a"], torch.tensor([1.5, 2.0]))
+    assert Embeddings(np.array(["a", "b"]), np.eye(2)).words == ["a", "b"]  # NumPy strings
+
+
+@pytest.mark.parametrize(
+    ("words", "vectors", "exc", "message"),
+    [
+        ("ab", np.eye(2), TypeError, r"words must be a sequence of str, not one str; got 'ab'"),
+        ([1, 2], np.eye(2), TypeError, r"words must all be str; got int 1 at position 0"),
+        (None, np.eye(2), TypeError, r"words must be a sequence of str; got NoneType"),
+        (["a"], [["x", "y"]], TypeError, r"vectors must hold real numbers; got dtype <U1"),
+        (["a"], torch.tensor([[1j, 2]]), TypeError,
+         r"vectors must hold real numbers; got dtype torch\.complex64"),
+        (["a"], torch.tensor([[True]]), TypeError,
+         r"vectors must hold real numbers; got dtype torch\.bool"),
+        (["a", "b"], [[1.0], [2.0, 3.0]], ValueError,
+         r"vectors must be a 2-D array \(V, D\); got a ragged nested list"),
+        (["a"], np.zeros((1, 0)), ValueError,
+         r"vectors must have at least one column, \(V, D\) with D >= 1; got \(1, 0\)"),
+        (["a"], "1 2", ValueError, r"vectors must be a 2-D array \(V, D\); got str"),
+    ],
+)  # fmt: skip
+def test_bad_embeddings_arguments(words, vectors, exc, message):
+    with pytest.raises(exc, match=message):
+        Embeddings(words, vectors)
+
+
+def test_bad_most_similar_degenerate_vectors():
+    e = Embeddings(["a", "b", "zero", "bad"], [[1.0, 0.0], [0.6, 0.8], [0.0, 0.0], [np.nan, 1.0]])
+    with pytest.raises(
+        ValueError,
+        match=r"word_or_vector must have a non-zero norm \(the cosine with a zero vector is "
+        r"undefined\); got the vector of 'zero'",
+    ):
+        e.most_similar("zero")
+    with pytest.raises(ValueError, match=r"word_or_vector must have a non-zero norm.*; got a zero"):
+        e.most_similar(torch.zeros(2))
+    with pytest.raises(
+        ValueError, match=r"word_or_vector must be finite; got the vector of 'bad', which holds nan"
+    ):
+        e.most_similar("bad")
+    with pytest.raises(
+        ValueError, match=r"word_or_vector must be finite; got a vector holding inf"
+    ):
+        e.most_similar(torch.tensor([float("inf"), 0.0]))
+    # a word whose vector holds NaN is never a neighbour (torch.topk would rank NaN first)
+    assert [w for w, _ in e.most_similar("a", k=10)] == ["b", "zero"]
+    assert e.most_similar("a", k=np.int64(1)) == e.most_similar("a", k=1)  # NumPy integers

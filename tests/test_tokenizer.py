@@ -62,7 +62,7 @@ def test_bad_decode():
     ):
         vocab.decode(torch.zeros(2, 2, dtype=torch.long))
     with pytest.raises(
-        ValueError, match=r"ids must be a tensor of shape \(1, n\) or \(n,\); got list"
+        TypeError, match=r"ids must be a torch\.Tensor of shape \(1, n\) or \(n,\); got list"
     ):
         vocab.decode([2, 3])
 
@@ -76,3 +76,43 @@ def test_bad_vocabulary_text():
         Vocabulary(SEED_001_TEXT).encode(" ")
     with pytest.raises(TypeError, match="sentence must be a str; got list"):
         Vocabulary(SEED_001_TEXT).encode(["how", "are"])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (123, r"text must be a str or an iterable of str; got int"),
+        (None, r"text must be a str or an iterable of str; got NoneType"),
+        (b"how are you", r"text must be a str or an iterable of str; got bytes \(decode it "
+         r"first: text\.decode\('utf-8'\)\)"),
+        (["ok", 3], r"text must be a str or an iterable of str; got int 3 at position 1"),
+    ],
+)  # fmt: skip
+def test_bad_vocabulary_text_types(text, message):
+    with pytest.raises(TypeError, match=message):
+        Vocabulary(text)
+
+
+def test_vocabulary_splits_at_any_white_space():
+    """A tab or a line break separates words too (seed 001 splits at ' ' only, which would
+    make 'you\\ni' one word); on the seed's one-line text both agree."""
+    vocab = Vocabulary("How are\tyou ?\nI am\r\nfine")
+    assert list(vocab.word2index)[2:] == ["?", "am", "are", "fine", "how", "i", "you"]
+    assert vocab.encode("how\tare  you\n").tolist() == [[6, 4, 8]]
+
+
+@pytest.mark.parametrize(
+    ("ids", "exc", "message"),
+    [
+        (torch.tensor([2.0, 3.0]), TypeError,
+         r"ids must be an integer tensor \(token indices\); got dtype torch\.float32"),
+        (torch.tensor([True]), TypeError,
+         r"ids must be an integer tensor \(token indices\); got dtype torch\.bool"),
+        ([2, 3], TypeError, r"ids must be a torch\.Tensor of shape \(1, n\) or \(n,\); got list"),
+        (torch.zeros(2, 2, dtype=torch.long), ValueError,
+         r"ids must be a tensor of shape \(1, n\) or \(n,\); got \(2, 2\)"),
+    ],
+)  # fmt: skip
+def test_bad_decode_types(ids, exc, message):
+    with pytest.raises(exc, match=message):
+        Vocabulary(SEED_001_TEXT).decode(ids)

@@ -18,7 +18,9 @@ class Vocabulary:
 
     Seed 001 numbered the words in ``set`` order, which changes from one Python process to
     the next (string hashing is randomised); here the words are **sorted**, so the indices
-    are the same on every run. Words are split as the seed does: ``text.lower().split(" ")``.
+    are the same on every run. Words are lower-cased and split at white space,
+    ``text.lower().split()``: on the seed's one-line text this is its ``split(" ")``, but a
+    tab or a line break also separates words (``split(" ")`` would make ``"you\\ni"`` a word).
 
     Args:
         text: a string, or an iterable of strings, whose words make the vocabulary.
@@ -28,7 +30,8 @@ class Vocabulary:
         word2index: the inverse ``dict[str, int]``.
 
     Raises:
-        TypeError: if ``text`` is not a string or strings. ValueError: if it has no word.
+        TypeError: if ``text`` is not a string or an iterable of strings (naming the first
+        item that is not). ValueError: if it has no word.
 
     Example:
         >>> vocab = Vocabulary("How are you doing ?")
@@ -42,10 +45,19 @@ class Vocabulary:
     """
 
     def __init__(self, text: str | Iterable[str]):
-        texts = [text] if isinstance(text, str) else list(text)
-        if not all(isinstance(t, str) for t in texts):
-            raise TypeError("text must be a str or an iterable of str")
-        words = sorted({w for t in texts for w in t.lower().split(" ") if w})
+        expected = "text must be a str or an iterable of str"
+        if isinstance(text, (bytes, bytearray)):
+            raise TypeError(f"{expected}; got bytes (decode it first: text.decode('utf-8'))")
+        if isinstance(text, str):
+            texts = [text]
+        elif isinstance(text, Iterable):
+            texts = list(text)
+        else:
+            raise TypeError(f"{expected}; got {type(text).__name__}")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"{expected}; got {type(t).__name__} {t!r:.40} at position {i}")
+        words = sorted({w for t in texts for w in t.lower().split()})
         if not words:
             raise ValueError(f"text must contain at least one word; got {text!r}")
         self.index2word: dict[int, str] = {BOS: "BOS", EOS: "EOS"}
@@ -62,13 +74,15 @@ class Vocabulary:
     def encode(self, sentence: str) -> Tensor:
         """Indices of the words of ``sentence`` as a ``(1, n)`` LongTensor (a batch of one).
 
+        Words are lower-cased and split at white space, as in the vocabulary.
+
         Raises:
             TypeError: if ``sentence`` is not a ``str``. ValueError: if it has no word.
             KeyError: naming every word that is not in the vocabulary.
         """
         if not isinstance(sentence, str):
             raise TypeError(f"sentence must be a str; got {type(sentence).__name__}")
-        words = [w for w in sentence.lower().split(" ") if w]
+        words = sentence.lower().split()
         if not words:
             raise ValueError(f"sentence must contain at least one word; got {sentence!r}")
         missing = [w for w in words if w not in self.word2index]
@@ -80,15 +94,20 @@ class Vocabulary:
         """The sentence of a ``(1, n)`` or ``(n,)`` tensor of indices, capitalised as seed 001.
 
         Raises:
-            ValueError: if ``ids`` has another shape. KeyError: naming unknown indices.
+            TypeError: if ``ids`` is not a tensor of integers (a float or bool tensor is
+            refused, not rounded). ValueError: if it has another shape. KeyError: naming
+            unknown indices.
         """
-        if (
-            not isinstance(ids, Tensor)
-            or ids.dim() not in (1, 2)
-            or (ids.dim() == 2 and ids.shape[0] != 1)
-        ):
-            got = tuple(ids.shape) if isinstance(ids, Tensor) else type(ids).__name__
-            raise ValueError(f"ids must be a tensor of shape (1, n) or (n,); got {got}")
+        if not isinstance(ids, Tensor):
+            raise TypeError(
+                f"ids must be a torch.Tensor of shape (1, n) or (n,); got {type(ids).__name__}"
+            )
+        if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
+            raise TypeError(f"ids must be an integer tensor (token indices); got dtype {ids.dtype}")
+        if ids.dim() not in (1, 2) or (ids.dim() == 2 and ids.shape[0] != 1):
+            raise ValueError(
+                f"ids must be a tensor of shape (1, n) or (n,); got {tuple(ids.shape)}"
+            )
         indices = ids.reshape(-1).tolist()  # (n,)
         missing = [i for i in indices if i not in self.index2word]
         if missing:
