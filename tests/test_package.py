@@ -14,6 +14,7 @@ from conftest import ROOT
 MODULES = [
     "attnlib.attention",
     "attnlib.convert",
+    "attnlib.decoding",
     "attnlib.display",
     "attnlib.efficient",
     "attnlib.embeddings",

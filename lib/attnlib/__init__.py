@@ -8,7 +8,16 @@ optional everywhere. Boolean masks use ``True`` = *may attend*.
 by the functions that need them, when they are called.
 """
 
-from attnlib import convert, display, efficient, embeddings, positions, similarity, tokenizer
+from attnlib import (
+    convert,
+    decoding,
+    display,
+    efficient,
+    embeddings,
+    positions,
+    similarity,
+    tokenizer,
+)
 from attnlib.attention import (
     SelfAttention,
     attention_weights,
@@ -39,6 +48,7 @@ __all__ = [
     "convert",
     "cosine_matrix",
     "cosine_similarity",
+    "decoding",
     "display",
     "efficient",
     "embeddings",

@@ -42,6 +42,14 @@ def _copy(linear: nn.Linear, weight: Tensor, bias: Tensor | None) -> None:
             linear.bias.copy_(bias)
 
 
+def _check_no_gqa(m, target: str) -> None:
+    if getattr(m, "num_kv_heads", m.num_heads) != m.num_heads:
+        raise ValueError(
+            f"m must have num_kv_heads == num_heads for {target}, which has no grouped-query "
+            f"attention; got num_kv_heads={m.num_kv_heads}, num_heads={m.num_heads}"
+        )
+
+
 def _like(cls, m):
     """A new ``cls`` with the sizes, dropout, dtype, device and mode of the module ``m``."""
     new = cls(m.embed_dim, m.num_heads, m.bias, m.kdim, m.vdim, m.head_dim, m.dropout)
@@ -135,6 +143,7 @@ def to_torch(m: MultiHeadAttention) -> nn.MultiheadAttention:
     """
     if not isinstance(m, MultiHeadAttention):
         raise TypeError(f"m must be an attnlib.MultiHeadAttention; got {type(m).__name__}")
+    _check_no_gqa(m, "torch.nn.MultiheadAttention")
     if m.head_dim * m.num_heads != m.embed_dim:
         raise ValueError(
             f"m must have head_dim * num_heads == embed_dim for torch.nn.MultiheadAttention; got "
@@ -195,6 +204,7 @@ def naive_from_fused(m: MultiHeadAttention) -> NaiveMultiHeadAttention:
     """
     if not isinstance(m, MultiHeadAttention):
         raise TypeError(f"m must be an attnlib.MultiHeadAttention; got {type(m).__name__}")
+    _check_no_gqa(m, "NaiveMultiHeadAttention")
     naive = _like(NaiveMultiHeadAttention, m)
     D = m.head_dim
     for h, head in enumerate(naive.heads):
@@ -391,6 +401,7 @@ def to_keras(m: MultiHeadAttention, name: str | None = None):
     """
     if not isinstance(m, MultiHeadAttention):
         raise TypeError(f"m must be an attnlib.MultiHeadAttention; got {type(m).__name__}")
+    _check_no_gqa(m, "keras.layers.MultiHeadAttention")
     keras = _keras()
     E, H, D = m.embed_dim, m.num_heads, m.head_dim
     layer = keras.layers.MultiHeadAttention(

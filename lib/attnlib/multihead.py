@@ -105,6 +105,7 @@ def _extra_repr(m) -> str:
             ("vdim", m.vdim, m.embed_dim),
             ("head_dim", m.head_dim, m.embed_dim // m.num_heads),
             ("dropout", m.dropout, 0.0),
+            ("num_kv_heads", getattr(m, "num_kv_heads", m.num_heads), m.num_heads),
         )
         if v != default
     )
@@ -135,10 +136,13 @@ class MultiHeadAttention(nn.Module):
             Any ``D`` works (Keras' ``key_dim``); the heads then concatenate to ``H * D``.
         dropout: probability of dropping an attention weight, in training mode only (as
             ``nn.MultiheadAttention``'s ``dropout``).
+        num_kv_heads: ``G``, the number of key/value heads (grouped-query attention): query
+            head ``h`` uses key/value head ``h // (H / G)``. ``G = H`` (the default) is
+            multi-head attention, ``G = 1`` multi-query attention. ``G`` must divide ``H``.
 
     Attributes:
-        q_proj: ``nn.Linear(E, H*D)``; k_proj: ``nn.Linear(kdim, H*D)``; v_proj:
-        ``nn.Linear(vdim, H*D)``; out_proj: ``nn.Linear(H*D, E)``. With the defaults all four
+        q_proj: ``nn.Linear(E, H*D)``; k_proj: ``nn.Linear(kdim, G*D)``; v_proj:
+        ``nn.Linear(vdim, G*D)``; out_proj: ``nn.Linear(H*D, E)``. With the defaults all four
         are ``(E, E)``.
 
     Shape:
@@ -150,11 +154,15 @@ class MultiHeadAttention(nn.Module):
           ``(N, L, S)`` or ``(N, H, L, S)`` (unbatched: ``(L, S)`` or ``(H, L, S)``).
         - output: ``(L, E)`` or ``(N, L, E)``; weights: ``(H, L, S)`` or ``(N, H, L, S)``,
           or ``None`` with ``need_weights=False``.
+        - with ``cache=`` (a :class:`attnlib.decoding.KVCache`): ``query`` holds only the new
+          tokens ``(N, L_new, E)``; ``S`` is the number of positions the cache keeps plus
+          ``L_new``; no ``key``, ``value`` or ``mask`` (the cache applies the causal mask).
 
     Raises:
-        ValueError: if ``E`` is not divisible by ``H`` (and no ``head_dim``), a size is not a
-        positive integer, ``dropout`` not in ``[0, 1)``, an input has the wrong rank or size,
-        or ``mask`` the wrong shape. TypeError: non-float input, an input whose dtype is not
+        ValueError: if ``E`` is not divisible by ``H`` (and no ``head_dim``), ``G`` does not
+        divide ``H``, a size is not a positive integer, ``dropout`` not in ``[0, 1)``, an
+        input has the wrong rank or size, ``mask`` the wrong shape, or ``cache`` is combined
+        with ``key``, ``value`` or ``mask``. TypeError: non-float input, an input whose dtype is not
         the module's, or a mask neither boolean nor floating point.
 
     Example:
@@ -175,18 +183,26 @@ class MultiHeadAttention(nn.Module):
         vdim: int | None = None,
         head_dim: int | None = None,
         dropout: float = 0.0,
+        num_kv_heads: int | None = None,
     ):
         super().__init__()
         _init_sizes(self, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout)
+        G = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
+        if num_heads % G:
+            raise ValueError(
+                f"num_kv_heads must divide num_heads; got num_heads={num_heads}, "
+                f"num_kv_heads={G} (num_heads % num_kv_heads = {num_heads % G})"
+            )
+        self.num_kv_heads = G
         inner = self.num_heads * self.head_dim  # H*D, E by default
         self.q_proj = nn.Linear(embed_dim, inner, bias=bias)
-        self.k_proj = nn.Linear(self.kdim, inner, bias=bias)
-        self.v_proj = nn.Linear(self.vdim, inner, bias=bias)
+        self.k_proj = nn.Linear(self.kdim, G * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(self.vdim, G * self.head_dim, bias=bias)
         self.out_proj = nn.Linear(inner, embed_dim, bias=bias)
 
-    def _split_heads(self, x: Tensor) -> Tensor:
+    def _split_heads(self, x: Tensor, heads: int) -> Tensor:
         N, T, _ = x.shape
-        return x.view(N, T, self.num_heads, self.head_dim).transpose(1, 2)  # (N, H, T, D)
+        return x.view(N, T, heads, self.head_dim).transpose(1, 2)  # (N, heads, T, D)
 
     def forward(
         self,
@@ -195,27 +211,49 @@ class MultiHeadAttention(nn.Module):
         value: Tensor | None = None,
         mask: Tensor | None = None,
         need_weights: bool = True,
+        cache=None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key``/``value``; returns ``(output, weights)``.
 
         With ``need_weights=False`` the heads go through ``F.scaled_dot_product_attention``
-        (a fused kernel that never returns the weights) and ``weights`` is ``None``.
+        (a fused kernel that never returns the weights) and ``weights`` is ``None``. With
+        ``cache=`` (a :class:`attnlib.decoding.KVCache`) ``query`` holds the new tokens of a
+        causal self-attention; their keys and values are appended to the cache, and they
+        attend to every position the cache keeps.
         """
+        if cache is not None and (key is not None or value is not None or mask is not None):
+            raise ValueError(
+                "cache must not be combined with key, value or mask: with a cache, query holds "
+                "the new tokens of a causal self-attention and the cache applies the mask"
+            )
         query, key, value, mask, batched = _prepare(self, query, key, value, mask)
         N, L, _ = query.shape
-        q = self._split_heads(self.q_proj(query))  # (N, H, L, D)
-        k = self._split_heads(self.k_proj(key))  # (N, H, S, D)
-        v = self._split_heads(self.v_proj(value))  # (N, H, S, D)
+        G = self.num_kv_heads
+        q = self._split_heads(self.q_proj(query), self.num_heads)  # (N, H, L, D)
+        k = self._split_heads(self.k_proj(key), G)  # (N, G, S, D)
+        v = self._split_heads(self.v_proj(value), G)  # (N, G, S, D)
+        if cache is not None:
+            k, v, positions = cache.update(k, v)  # (N, G, S_kept + L, D) each
+            mask = cache.mask(positions, L).view(1, 1, L, -1)  # (1, 1, L, S): causal (+ window)
+        if G != self.num_heads:  # query head h reads key/value head h // (H / G)
+            k_heads = k.repeat_interleave(self.num_heads // G, dim=1)  # (N, H, S, D)
+            v_heads = v.repeat_interleave(self.num_heads // G, dim=1)  # (N, H, S, D)
+        else:
+            k_heads, v_heads = k, v
         dropout_p = self.dropout if self.training else 0.0
         # F.sdpa needs S >= 1 and lets a blocked key's inf or NaN value reach the output.
         fast = not need_weights and k.shape[-2] > 0
         fast = fast and (mask is None or bool(torch.isfinite(v).all()))
         if not fast:
-            heads, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)
+            heads, weights = scaled_dot_product_attention(
+                q, k_heads, v_heads, mask=mask, dropout_p=dropout_p
+            )  # (N, H, L, D), (N, H, L, S)
         else:
             if mask is not None and mask.dtype != torch.bool:
                 mask = mask.to(q.dtype)  # F.sdpa wants a float mask of the query's dtype
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+            heads = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=G != self.num_heads
+            )  # (N, H, L, D): the G key/value heads are shared inside the kernel
             if mask is not None:  # a row with nothing to attend to: zeros, not NaN
                 heads = torch.where(attends_somewhere(mask), heads, 0.0)
         weights = weights if need_weights and not fast else None
