@@ -167,7 +167,7 @@ def test_matches_torch_sdpa(batch, masked, scale):
     mask = None
     if masked:
         mask = torch.rand(*batch, L, S) > 0.5
-        mask[..., 0] = True  # every query attends to something (F.sdpa would give NaN)
+        mask[..., 0] = True  # every query attends to something (empty rows: see below)
     out, w = scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
@@ -371,3 +371,19 @@ def test_bad_causal_mask_size(L):
 def test_bad_self_attention_dims():
     with pytest.raises(ValueError, match="head_dim must be a positive integer; got 0"):
         SelfAttention(4, 0)
+
+
+def test_fully_masked_rows_zeros_in_attnlib_and_f_sdpa_nan_in_nn_multihead():
+    """The convention for a query with no key, as torch 2.13 behaves: attnlib and
+    F.scaled_dot_product_attention give zeros, nn.MultiheadAttention NaN. If a torch upgrade
+    changes either, this test says so (and the chapters' sentences about it must change)."""
+    torch.manual_seed(0)
+    q = torch.randn(3, 4)
+    mask = torch.tensor([[True, False, True], [False, False, False], [True, True, True]])
+    ours, _ = scaled_dot_product_attention(q, q, q, mask=mask)
+    theirs = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    assert (ours[1] == 0).all() and (theirs[1] == 0).all()
+    torch.testing.assert_close(ours, theirs)
+    mha = torch.nn.MultiheadAttention(4, 1, batch_first=True)
+    out, _ = mha(q[None], q[None], q[None], attn_mask=~mask)
+    assert out[0, 1].isnan().all() and not out[0, [0, 2]].isnan().any()
