@@ -17,6 +17,7 @@ MODULES = [
     "attnlib.display",
     "attnlib.efficient",
     "attnlib.embeddings",
+    "attnlib.glove",
     "attnlib.multihead",
     "attnlib.positions",
     "attnlib.similarity",
@@ -86,6 +87,7 @@ def test_all_names_exist_and_are_sorted():
         f"attnlib.{n}" for n in attnlib.__all__ if inspect.ismodule(getattr(attnlib, n))
     } | {
         "attnlib.attention",
+        "attnlib.glove",
         "attnlib.multihead",
     }
 
