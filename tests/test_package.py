@@ -18,6 +18,7 @@ MODULES = [
     "attnlib.display",
     "attnlib.efficient",
     "attnlib.embeddings",
+    "attnlib.glove",
     "attnlib.multihead",
     "attnlib.positions",
     "attnlib.similarity",
@@ -87,6 +88,7 @@ def test_all_names_exist_and_are_sorted():
         f"attnlib.{n}" for n in attnlib.__all__ if inspect.ismodule(getattr(attnlib, n))
     } | {
         "attnlib.attention",
+        "attnlib.glove",
         "attnlib.multihead",
     }
 

@@ -32,6 +32,7 @@ from attnlib.embeddings import (
     read_glove_text,
     tokenize,
 )
+from attnlib.glove import GloVe
 from attnlib.multihead import MultiHeadAttention, NaiveMultiHeadAttention
 from attnlib.similarity import cosine_matrix, cosine_similarity
 
@@ -39,6 +40,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Embeddings",
+    "GloVe",
     "MultiHeadAttention",
     "NaiveMultiHeadAttention",
     "SelfAttention",
