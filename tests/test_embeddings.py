@@ -398,3 +398,11 @@ def test_bad_most_similar_degenerate_vectors():
     # a word whose vector holds NaN is never a neighbour (torch.topk would rank NaN first)
     assert [w for w, _ in e.most_similar("a", k=10)] == ["b", "zero"]
     assert e.most_similar("a", k=np.int64(1)) == e.most_similar("a", k=1)  # NumPy integers
+
+
+def test_unknown_capitalised_word_suggests_its_lower_case():
+    emb = embeddings_module.load_glove()
+    with pytest.raises(
+        KeyError, match=r"'Cat' \(the vocabulary is lower case: use 'cat'\); 'Shhip' \(close"
+    ):
+        emb.matrix(["Cat", "Shhip"])

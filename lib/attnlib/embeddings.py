@@ -245,6 +245,9 @@ class Embeddings:
         pool = self.words[:_SUGGESTION_POOL]
         parts = []
         for w in missing:
+            if w.lower() != w and w.lower() in self._index:  # GloVe 6B is all lower case
+                parts.append(f"{w!r} (the vocabulary is lower case: use {w.lower()!r})")
+                continue
             close = difflib.get_close_matches(w, pool, n=3, cutoff=0.7)
             hint = f" (close matches: {', '.join(close)})" if close else " (no close match)"
             parts.append(f"{w!r}{hint}")
