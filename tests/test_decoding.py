@@ -160,6 +160,8 @@ def test_rolling_cache_equals_sliding_window_attention(window, chunks):
         outs.append(m(x[:, start : start + size], cache=cache)[0])
         start += size
         assert cache.key.shape[2] == min(window, start)  # fixed memory: at most `window`
+        held = cache.key.untyped_storage().nbytes() + cache.value.untyped_storage().nbytes()
+        assert held == cache.nbytes  # no hidden storage behind a view
     expected = by_torch(m, x, mask=sliding_window_mask(L, window))
     torch.testing.assert_close(torch.cat(outs, dim=1), expected)
 

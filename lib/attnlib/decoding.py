@@ -74,7 +74,9 @@ class KVCache:
         [V_{<t}; v_t]
 
     The memory it holds is ``2 * N * G * S * D * bytes`` for ``S`` kept positions (times the
-    number of layers for a whole model): :attr:`nbytes`.
+    number of layers for a whole model): :attr:`nbytes`. Each step appends with ``torch.cat``,
+    an ``O(S)`` copy, which keeps the code short; production caches preallocate a buffer of
+    the maximum length and write into it.
 
     Args:
         window: keep only the last ``window`` positions (rolling cache of fixed size); each
@@ -162,7 +164,11 @@ class KVCache:
         positions = torch.arange(first, first + keys.shape[2], device=key.device)
         self.length += key.shape[2]
         keep = keys.shape[2] if self.window is None else min(self.window, keys.shape[2])
-        self.key, self.value = keys[:, :, -keep:], values[:, :, -keep:]  # views, no copy
+        if keep < keys.shape[2]:  # a rolling cache drops the oldest: copy, so that the
+            keys, values = keys.contiguous(), values.contiguous()  # dropped memory is freed
+            self.key, self.value = keys[:, :, -keep:].clone(), values[:, :, -keep:].clone()
+        else:
+            self.key, self.value = keys, values
         return keys, values, positions
 
     def mask(self, positions: Tensor, L_new: int) -> Tensor:
