@@ -140,3 +140,9 @@ def attends_somewhere(mask: Tensor) -> Tensor:
     (For a float mask: at least one entry that is not ``-inf``.)"""
     allowed = mask if mask.dtype == torch.bool else mask != -math.inf
     return allowed.any(dim=-1, keepdim=True)
+
+
+def repr_options(*options: tuple[str, object, object]) -> str:
+    """``", name=value"`` for each ``(name, value, default)`` whose value is not the default:
+    the optional part of a module's ``extra_repr``."""
+    return "".join(f", {name}={value}" for name, value, default in options if value != default)

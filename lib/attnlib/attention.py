@@ -28,6 +28,7 @@ from attnlib._checks import (
     check_same_kind,
     check_scale,
     check_tensor,
+    repr_options,
     shape_str,
     weighted_sum,
 )
@@ -376,13 +377,9 @@ class SelfAttention(nn.Module):
         return scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)
 
     def extra_repr(self) -> str:
-        extra = "".join(
-            f", {n}={v}"
-            for n, v, default in (
-                ("kdim", self.kdim, self.embed_dim),
-                ("vdim", self.vdim, self.embed_dim),
-                ("dropout", self.dropout, 0.0),
-            )
-            if v != default
+        extra = repr_options(
+            ("kdim", self.kdim, self.embed_dim),
+            ("vdim", self.vdim, self.embed_dim),
+            ("dropout", self.dropout, 0.0),
         )
         return f"embed_dim={self.embed_dim}, head_dim={self.head_dim}, bias={self.bias}{extra}"

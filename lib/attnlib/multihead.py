@@ -24,6 +24,7 @@ from attnlib._checks import (
     check_module_dtype,
     check_positive_int,
     check_tensor,
+    repr_options,
     shape_str,
 )
 from attnlib.attention import SelfAttention, _check_dropout, scaled_dot_product_attention
@@ -98,16 +99,12 @@ def _prepare(module, query, key, value, mask):
 
 
 def _extra_repr(m) -> str:
-    extra = "".join(
-        f", {n}={v}"
-        for n, v, default in (
-            ("kdim", m.kdim, m.embed_dim),
-            ("vdim", m.vdim, m.embed_dim),
-            ("head_dim", m.head_dim, m.embed_dim // m.num_heads),
-            ("dropout", m.dropout, 0.0),
-            ("num_kv_heads", getattr(m, "num_kv_heads", m.num_heads), m.num_heads),
-        )
-        if v != default
+    extra = repr_options(
+        ("kdim", m.kdim, m.embed_dim),
+        ("vdim", m.vdim, m.embed_dim),
+        ("head_dim", m.head_dim, m.embed_dim // m.num_heads),
+        ("dropout", m.dropout, 0.0),
+        ("num_kv_heads", getattr(m, "num_kv_heads", m.num_heads), m.num_heads),
     )
     return f"embed_dim={m.embed_dim}, num_heads={m.num_heads}, bias={m.bias}{extra}"
 
