@@ -12,6 +12,8 @@ BIN   := $(VENV)/bin
 STAMP := $(VENV)/.stamp
 NOTEBOOKS := $(wildcard chapters/*.ipynb)
 EXEC_TIMEOUT := 600
+# Parallel workers for pytest-xdist (the CI machine has 2 cores).
+JOBS ?= 2
 
 # Determinism. MPLBACKEND=Agg is set for the unit tests only: exported globally it
 # would stop Jupyter kernels from using the inline backend, and figures would vanish
@@ -46,32 +48,37 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $@
 
 # ---- book ---------------------------------------------------------------------------
+# The site shows the outputs stored in the notebooks (execute_notebooks: off), and those
+# are the outputs nbval has just checked: `make book` first re-executes every chapter
+# changed since its last check (nbval, below), then builds. With nothing changed, a
+# second `make book` only re-writes nothing and takes seconds.
 # A failed build forgets Sphinx's saved environment, so the next (incremental) build
 # re-reads every page and reports the same warnings again instead of passing.
-book: $(STAMP)
+book: $(STAMP) nbval
 	$(JB_BUILD) || { rm -f _build/.doctrees/environment.pickle; exit 1; }
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
 # ---- tests --------------------------------------------------------------------------
 # The book is built with --all (a fresh Sphinx environment) so that warnings of pages
-# unchanged since the last build are reported again; executed notebooks still come
-# from the execution cache.
-# The site test needs the built book, so it runs last.
+# unchanged since the last build are reported again. The site test needs the built
+# book, so it runs last. Independent work runs on every core (pytest-xdist).
 test: $(STAMP)
-	$(MAKE) --no-print-directory unittest nbval lint
+	$(MAKE) --no-print-directory lint unittest nbval
 	$(JB_BUILD) --all || { rm -f _build/.doctrees/environment.pickle; exit 1; }
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 	$(MAKE) --no-print-directory sitetest
 
+# Unit, property and oracle tests, and every docstring example of attnlib.
 unittest: $(STAMP)
-	MPLBACKEND=Agg $(BIN)/pytest tests/ --ignore=tests/test_site.py
+	MPLBACKEND=Agg $(BIN)/pytest tests/ lib/attnlib --doctest-modules \
+	    --ignore=tests/test_site.py -n $(JOBS)
 
 # The website as readers see it: tests/test_site.py serves _build/html on 127.0.0.1 and
 # opens every page in headless Chromium with the network off (math, figures, launch
 # menu, no console errors); screenshots land in _build/screenshots/. Without Chromium
 # the test skips, saying why; with CI set it fails instead.
 sitetest: $(STAMP) chromium
-	$(BIN)/pytest tests/test_site.py
+	$(BIN)/pytest tests/test_site.py -n $(JOBS)
 
 # Debian's chromium, installed when missing and we can (root, apt-get). Playwright drives
 # it; no browser is ever downloaded at run time.
@@ -87,16 +94,27 @@ chromium:
 	    echo "chromium: not installed, and installing it needs root and apt-get"; \
 	fi
 
-# nbval runs each notebook in its own kernel "python3" (the venv's kernel spec, as
-# `make execute` and the book build do). pytest exits 5 when it collects nothing
-# (a notebook without code cells): not a failure.
+# nbval re-executes each chapter in a fresh kernel "python3" (the venv's kernel spec, as
+# `make execute` does) and compares every output with the stored one. A chapter is
+# checked again only when it, attnlib, the data or the environment changed since its
+# last check (stamp: _build/nbval/<chapter>.ok). Chapters run $(JOBS) at a time, the
+# slowest first; --output-sync keeps each chapter's report in one piece.
+# pytest exits 5 when it collects nothing (a notebook without code cells): not a failure.
+NBVAL_DIR := _build/nbval
+SLOW_FIRST := $(filter %/08_efficient_attention.ipynb %/09_positions.ipynb \
+    %/10_training_attention.ipynb %/11_inference.ipynb,$(NOTEBOOKS))
+NBVAL_ORDER := $(SLOW_FIRST) $(filter-out $(SLOW_FIRST),$(NOTEBOOKS))
+NBVAL_OKS := $(patsubst chapters/%.ipynb,$(NBVAL_DIR)/%.ok,$(NBVAL_ORDER))
+NBVAL_DEPS := $(wildcard lib/attnlib/*.py) $(wildcard data/*) tests/nbval_sanitize.cfg $(STAMP)
+
 nbval: $(STAMP)
-ifneq ($(NOTEBOOKS),)
-	$(BIN)/pytest --nbval chapters/ \
-	    --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly || [ $$? -eq 5 ]
-else
-	@echo "nbval: no chapters/*.ipynb yet, skipped"
-endif
+	@$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(NBVAL_OKS)
+	@echo "nbval: every chapter's stored outputs match a fresh run"
+
+$(NBVAL_DIR)/%.ok: chapters/%.ipynb $(NBVAL_DEPS)
+	$(BIN)/pytest --nbval $< --nbval-sanitize-with tests/nbval_sanitize.cfg \
+	    -p no:randomly -p no:xdist -q || [ $$? -eq 5 ]
+	@mkdir -p $(@D) && touch $@
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
