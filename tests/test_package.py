@@ -19,6 +19,7 @@ MODULES = [
     "attnlib.efficient",
     "attnlib.embeddings",
     "attnlib.glove",
+    "attnlib.glove_text",
     "attnlib.multihead",
     "attnlib.positions",
     "attnlib.similarity",
