@@ -38,7 +38,8 @@ def close(a, b):
 
 
 def random_mask(*shape):
-    """A boolean mask with at least one True per row (PyTorch would give NaN otherwise)."""
+    """A boolean mask with at least one True per row (nn.MultiheadAttention gives NaN for a row
+    with nothing to attend to, attnlib zeros)."""
     mask = torch.rand(*shape) > 0.5
     mask[..., torch.randint(0, shape[-1], ())] = True
     return mask

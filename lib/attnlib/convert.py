@@ -80,8 +80,7 @@ def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
         ``add_bias_kv=True`` or ``add_zero_attn=True`` (attnlib has neither).
 
     Example:
-        >>> torch.manual_seed(0)
-        <torch._C.Generator object at ...>
+        >>> _ = torch.manual_seed(0)
         >>> mha = nn.MultiheadAttention(12, 3, batch_first=True).eval()
         >>> x = torch.randn(2, 5, 12)
         >>> torch.allclose(from_torch(mha)(x)[0], mha(x, x, x)[0], atol=1e-6)
@@ -192,8 +191,7 @@ def naive_from_fused(m: MultiHeadAttention) -> NaiveMultiHeadAttention:
         TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`.
 
     Example:
-        >>> torch.manual_seed(0)
-        <torch._C.Generator object at ...>
+        >>> _ = torch.manual_seed(0)
         >>> fused = MultiHeadAttention(12, 3)
         >>> naive = naive_from_fused(fused)
         >>> naive.heads[1].q_proj.weight.shape  # rows 4:8 of W_Q
@@ -235,8 +233,7 @@ def fused_from_naive(m: NaiveMultiHeadAttention) -> MultiHeadAttention:
         TypeError: if ``m`` is not an :class:`attnlib.NaiveMultiHeadAttention`.
 
     Example:
-        >>> torch.manual_seed(0)
-        <torch._C.Generator object at ...>
+        >>> _ = torch.manual_seed(0)
         >>> naive = NaiveMultiHeadAttention(12, 4, bias=True)
         >>> fused = fused_from_naive(naive)
         >>> x = torch.randn(2, 5, 12)

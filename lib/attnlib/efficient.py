@@ -66,8 +66,7 @@ def tiled_attention(
         broadcast. TypeError: non-float inputs, or a mask neither boolean nor floating point.
 
     Example:
-        >>> torch.manual_seed(0)
-        <torch._C.Generator object at ...>
+        >>> _ = torch.manual_seed(0)
         >>> q, k, v = torch.randn(3, 100, 16).unbind(0)
         >>> exact = torch.nn.functional.scaled_dot_product_attention(q, k, v)
         >>> torch.allclose(tiled_attention(q, k, v, block_size=32), exact, atol=1e-6)
