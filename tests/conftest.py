@@ -80,16 +80,3 @@ def small_embeddings():
         [[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.9, 0.1, 0.1], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]
     )
     return Embeddings(words, vectors)
-
-
-@pytest.fixture
-def doctest_globs():
-    """Names the docstring examples use without importing them."""
-    return {"torch": torch, "nn": torch.nn}
-
-
-@pytest.fixture(autouse=True)
-def _add_doctest_namespace(doctest_namespace):
-    """Same names for ``pytest --doctest-modules`` runs collected under tests/."""
-    doctest_namespace["torch"] = torch
-    doctest_namespace["nn"] = torch.nn
