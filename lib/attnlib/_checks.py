@@ -56,6 +56,55 @@ def check_same_kind(**tensors: Tensor) -> None:
             )
 
 
+def check_qk(query: Tensor, key: Tensor) -> None:
+    """``query (..., L, d_k)`` and ``key (..., S, d_k)`` can be multiplied: float tensors of one
+    kind, the same ``d_k >= 1``, batch dimensions that broadcast."""
+    check_tensor("query", query, (2, None))
+    check_tensor("key", key, (2, None))
+    check_same_kind(query=query, key=key)
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"query and key must have the same last dimension d_k; got query "
+            f"{shape_str(query.shape)} (d_k={query.shape[-1]}) and key {shape_str(key.shape)} "
+            f"(d_k={key.shape[-1]})"
+        )
+    if query.shape[-1] == 0:
+        raise ValueError(f"query and key must have d_k >= 1; got query {shape_str(query.shape)}")
+    try:
+        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"query and key batch dimensions must broadcast; got query {shape_str(query.shape)} "
+            f"and key {shape_str(key.shape)}"
+        ) from None
+
+
+def check_value(query: Tensor, key: Tensor, value: Tensor) -> None:
+    """``value (..., S, d_v)`` has one row per key and batch dimensions that broadcast."""
+    check_tensor("value", value, (2, None))
+    check_same_kind(query=query, value=value)
+    if value.shape[-2] != key.shape[-2]:
+        raise ValueError(
+            f"value must have one row per key, shape (..., S={key.shape[-2]}, d_v); "
+            f"got {shape_str(value.shape)}"
+        )
+    try:
+        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"query, key and value batch dimensions must broadcast; got query "
+            f"{shape_str(query.shape)}, key {shape_str(key.shape)} and value "
+            f"{shape_str(value.shape)}"
+        ) from None
+
+
+def check_dropout(name: str, p) -> float:
+    """``p`` is a probability in ``[0, 1)``, returned as a ``float``."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+        raise ValueError(f"{name} must be a probability in [0, 1); got {p!r}")
+    return float(p)
+
+
 def check_positive_int(name: str, n) -> int:
     """``n`` is an ``int`` (not a ``bool``) and at least 1."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:

@@ -23,12 +23,14 @@ from torch import Tensor, nn
 from attnlib._checks import (
     apply_mask,
     attends_somewhere,
+    check_dropout,
     check_mask,
     check_module_dtype,
     check_positive_int,
-    check_same_kind,
+    check_qk,
     check_scale,
     check_tensor,
+    check_value,
     repr_options,
     shape_str,
     weighted_sum,
@@ -122,27 +124,6 @@ def causal_mask(L: int, S: int | None = None, device=None) -> Tensor:
     return torch.ones(L, S, dtype=torch.bool, device=device).tril()
 
 
-def _check_qk(query: Tensor, key: Tensor) -> None:
-    check_tensor("query", query, (2, None))
-    check_tensor("key", key, (2, None))
-    check_same_kind(query=query, key=key)
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(
-            f"query and key must have the same last dimension d_k; got query "
-            f"{shape_str(query.shape)} (d_k={query.shape[-1]}) and key {shape_str(key.shape)} "
-            f"(d_k={key.shape[-1]})"
-        )
-    if query.shape[-1] == 0:
-        raise ValueError(f"query and key must have d_k >= 1; got query {shape_str(query.shape)}")
-    try:
-        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"query and key batch dimensions must broadcast; got query {shape_str(query.shape)} "
-            f"and key {shape_str(key.shape)}"
-        ) from None
-
-
 def attention_weights(
     query: Tensor, key: Tensor, mask: Tensor | None = None, scale: float | None = None
 ) -> Tensor:
@@ -182,7 +163,7 @@ def attention_weights(
         >>> attention_weights(X, X, mask=torch.tensor([0.0, 0.0, -float("inf")]))[0]
         tensor([0.6225, 0.3775, 0.0000])
     """
-    _check_qk(query, key)
+    check_qk(query, key)
     scale = check_scale(scale)
     if scale is None:
         scale = query.shape[-1] ** -0.5
@@ -242,38 +223,14 @@ def scaled_dot_product_attention(
         >>> output[0]
         tensor([0.4519, 0.6852, 0.5481, 1.0000])
     """
-    _check_qk(query, key)
-    _check_value(query, key, value)
-    dropout_p = _check_dropout("dropout_p", dropout_p)
+    check_qk(query, key)
+    check_value(query, key, value)
+    dropout_p = check_dropout("dropout_p", dropout_p)
     weights = attention_weights(query, key, mask=mask, scale=scale)  # (..., L, S)
     if dropout_p > 0:
         weights = F.dropout(weights, p=dropout_p)
     output = weights @ value if mask is None else weighted_sum(weights, value)  # (..., L, d_v)
     return output, weights
-
-
-def _check_value(query: Tensor, key: Tensor, value: Tensor) -> None:
-    check_tensor("value", value, (2, None))
-    check_same_kind(query=query, value=value)
-    if value.shape[-2] != key.shape[-2]:
-        raise ValueError(
-            f"value must have one row per key, shape (..., S={key.shape[-2]}, d_v); "
-            f"got {shape_str(value.shape)}"
-        )
-    try:
-        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"query, key and value batch dimensions must broadcast; got query "
-            f"{shape_str(query.shape)}, key {shape_str(key.shape)} and value "
-            f"{shape_str(value.shape)}"
-        ) from None
-
-
-def _check_dropout(name: str, p) -> float:
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
-        raise ValueError(f"{name} must be a probability in [0, 1); got {p!r}")
-    return float(p)
 
 
 class SelfAttention(nn.Module):
@@ -351,7 +308,7 @@ class SelfAttention(nn.Module):
             check_positive_int(name, n)
         self.embed_dim, self.head_dim, self.kdim, self.vdim = embed_dim, head_dim, kdim, vdim
         self.bias = bias
-        self.dropout = _check_dropout("dropout", dropout)
+        self.dropout = check_dropout("dropout", dropout)
         self.q_proj = nn.Linear(embed_dim, head_dim, bias=bias)
         self.k_proj = nn.Linear(kdim, head_dim, bias=bias)
         self.v_proj = nn.Linear(vdim, head_dim, bias=bias)

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlib._checks import (
+    check_dropout,
     check_mask,
     check_module_dtype,
     check_positive_int,
@@ -25,7 +26,7 @@ from attnlib._checks import (
     repr_options,
     shape_str,
 )
-from attnlib.attention import SelfAttention, _check_dropout, attend
+from attnlib.attention import SelfAttention, attend
 
 __all__ = ["MultiHeadAttention", "NaiveMultiHeadAttention"]
 
@@ -339,4 +340,4 @@ def _init_sizes(m, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout) ->
     m.embed_dim, m.num_heads, m.bias = embed_dim, num_heads, bias
     m.kdim = embed_dim if kdim is None else check_positive_int("kdim", kdim)
     m.vdim = embed_dim if vdim is None else check_positive_int("vdim", vdim)
-    m.dropout = _check_dropout("dropout", dropout)
+    m.dropout = check_dropout("dropout", dropout)
