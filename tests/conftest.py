@@ -12,6 +12,7 @@ os.environ["MPLBACKEND"] = "Agg"
 
 from pathlib import Path  # noqa: E402
 
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
@@ -38,6 +39,16 @@ X3_ROWS = [[1.0, 0.0, 0.0, 1.0], [0.0, 1.5, 1.0, 1.0], [0.0, 1.0, 1.0, 1.0]]
 
 SHIP_SENTENCE = "I must go back to my ship and to my crew"
 AMAZON_SENTENCE = "We process and ship your order"
+SHIP_START = [1.5213, 0.10522, 0.38162, -0.50801]  # the first numbers of "ship" in GloVe 6B 50d
+
+CAT_DOG = (["cat", "dog"], [[1.0, 2.0], [3.0, 4.0]])  # words, vectors of a tiny GloVe file
+
+
+def assert_embeddings(e, words, vectors):
+    """``e`` holds exactly ``words`` and ``vectors`` (as float32, bit for bit)."""
+    assert e.words == words
+    assert e.vectors.dtype == torch.float32
+    assert np.array_equal(e.vectors.numpy(), np.asarray(vectors, dtype=np.float32))
 
 
 @pytest.fixture(autouse=True)
@@ -69,16 +80,3 @@ def small_embeddings():
         [[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.9, 0.1, 0.1], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]
     )
     return Embeddings(words, vectors)
-
-
-@pytest.fixture
-def doctest_globs():
-    """Names the docstring examples use without importing them."""
-    return {"torch": torch, "nn": torch.nn}
-
-
-@pytest.fixture(autouse=True)
-def _add_doctest_namespace(doctest_namespace):
-    """Same names for ``pytest --doctest-modules`` runs collected under tests/."""
-    doctest_namespace["torch"] = torch
-    doctest_namespace["nn"] = torch.nn

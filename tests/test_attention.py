@@ -337,14 +337,14 @@ def test_bad_rank():
     with pytest.raises(ValueError, match=r"query must be at least 2-D; got 1-D with shape \(4,\)"):
         attention_weights(torch.randn(4), torch.randn(7, 4))
     with pytest.raises(
-        ValueError, match=r"x must be 2-D or 3-D; got 4-D with shape \(1, 2, 5, 12\)"
+        ValueError, match=r"query must be 2-D or 3-D; got 4-D with shape \(1, 2, 5, 12\)"
     ):
         SelfAttention(12)(torch.randn(1, 2, 5, 12))
 
 
 def test_bad_embed_size_for_self_attention():
     with pytest.raises(
-        ValueError, match=r"x must have shape \(N, L, E=12\) or \(L, E=12\); got \(5, 10\)"
+        ValueError, match=r"query must have shape \(N, L, E=12\) or \(L, E=12\); got \(5, 10\)"
     ):
         SelfAttention(12)(torch.randn(5, 10))
 
@@ -373,10 +373,11 @@ def test_bad_self_attention_dims():
         SelfAttention(4, 0)
 
 
-def test_fully_masked_rows_zeros_in_attnlib_and_f_sdpa_nan_in_nn_multihead():
-    """The convention for a query with no key, as torch 2.13 behaves: attnlib and
-    F.scaled_dot_product_attention give zeros, nn.MultiheadAttention NaN. If a torch upgrade
-    changes either, this test says so (and the chapters' sentences about it must change)."""
+def test_fully_masked_rows_zeros_in_attnlib_and_f_sdpa_but_nan_in_nn_multihead():
+    """The convention for a query with no key, as torch 2.13 behaves on the CPU: attnlib and
+    F.scaled_dot_product_attention give zeros (with a boolean or a float mask, and with no
+    key at all, S = 0), nn.MultiheadAttention NaN. If a torch upgrade changes either, this
+    test says so (and the chapters' sentences about it must change)."""
     torch.manual_seed(0)
     q = torch.randn(3, 4)
     mask = torch.tensor([[True, False, True], [False, False, False], [True, True, True]])
@@ -384,6 +385,11 @@ def test_fully_masked_rows_zeros_in_attnlib_and_f_sdpa_nan_in_nn_multihead():
     theirs = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
     assert (ours[1] == 0).all() and (theirs[1] == 0).all()
     torch.testing.assert_close(ours, theirs)
+    additive = torch.zeros(3, 3).masked_fill(~mask, -math.inf)
+    theirs_float = F.scaled_dot_product_attention(q, q, q, attn_mask=additive)
+    assert (theirs_float[1] == 0).all() and not theirs_float.isnan().any()
+    no_key = q[:0]  # (0, 4): S = 0
+    assert torch.equal(F.scaled_dot_product_attention(q, no_key, no_key), torch.zeros(3, 4))
     mha = torch.nn.MultiheadAttention(4, 1, batch_first=True)
     out, _ = mha(q[None], q[None], q[None], attn_mask=~mask)
     assert out[0, 1].isnan().all() and not out[0, [0, 2]].isnan().any()

@@ -26,19 +26,14 @@ from torch import nn
 E, L, S, N = 12, 5, 7, 2
 ATOL, RTOL = 1e-6, 1e-5
 
-# Keras 3.15's torch backend converts variables with np.array(x), which NumPy 2 flags; that
-# is inside Keras (keras.ops.convert_to_numpy), not attnlib.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning"
-)
-
 
 def close(a, b):
     torch.testing.assert_close(torch.as_tensor(a), torch.as_tensor(b), atol=ATOL, rtol=RTOL)
 
 
 def random_mask(*shape):
-    """A boolean mask with at least one True per row (PyTorch would give NaN otherwise)."""
+    """A boolean mask with at least one True per row (nn.MultiheadAttention gives NaN for a row
+    with nothing to attend to, attnlib zeros)."""
     mask = torch.rand(*shape) > 0.5
     mask[..., torch.randint(0, shape[-1], ())] = True
     return mask

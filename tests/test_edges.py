@@ -444,7 +444,7 @@ def test_float64_input_to_float32_module(cls):
     ):
         cls(E, H)(torch.randn(L, E, dtype=torch.float64))
     with pytest.raises(
-        TypeError, match=r"x has dtype torch.float64 but the module's weights are torch.float32"
+        TypeError, match=r"query has dtype torch.float64 but the module's weights are torch.float32"
     ):
         SelfAttention(E, 4)(torch.randn(L, E, dtype=torch.float64))
 

@@ -1,17 +1,11 @@
-"""attnlib.embeddings: the packaged GloVe vectors, the GloVe text format, look-ups."""
+"""attnlib.embeddings: the Embeddings object, the packaged GloVe vectors, a few text files."""
 
-import os
-import stat
-
-import attnlib.embeddings as embeddings_module
 import numpy as np
 import pytest
 import torch
 from attnlib import Embeddings, load_glove, read_glove_text, tokenize
-from attnlib.embeddings import UnknownWordError, write_glove_text
-from conftest import AMAZON_SENTENCE, GLOVE_SUBSET, SHIP_SENTENCE
-
-SHIP_START = [1.5213, 0.10522, 0.38162, -0.50801]
+from attnlib.embeddings import UnknownWordError
+from conftest import AMAZON_SENTENCE, GLOVE_SUBSET, SHIP_SENTENCE, SHIP_START
 
 # ---------------------------------------------------------------- tokenize
 
@@ -185,57 +179,6 @@ def test_read_glove_tolerates_trailing_blank_lines_and_spaces(tmp_path):
     assert torch.equal(e.vectors, torch.tensor([[1.0, 2.5, -3.0], [4.0, 5.0, 6.0]]))
 
 
-def test_write_read_round_trip_exact(tmp_path):
-    rng = np.random.default_rng(0)
-    exponents = rng.integers(-8, 8, (20, 7)).astype(np.float32)
-    vectors = (rng.standard_normal((20, 7)) * 10.0**exponents).astype(np.float32)
-    vectors[0, :4] = SHIP_START
-    vectors[1, :3] = [np.float32(1) / 3, -0.0, np.finfo(np.float32).max]
-    vectors[2, :2] = [np.finfo(np.float32).tiny, 1e-45]  # smallest normal and subnormal
-    words = ["ship"] + [f"w{i}" for i in range(1, 20)]
-    path = write_glove_text(tmp_path / "out.txt", words, vectors)
-    assert path == tmp_path / "out.txt"
-    back = read_glove_text(path)
-    assert back.words == words
-    assert np.array_equal(back.vectors.numpy(), vectors)  # bit for bit
-    assert path.read_text(encoding="utf-8").startswith("ship 1.5213 0.10522 0.38162 -0.50801 ")
-    assert sorted(os.listdir(tmp_path)) == ["out.txt"]  # no temporary file left behind
-
-
-def test_write_glove_from_tensor_and_permissions(tmp_path):
-    old = os.umask(0o022)
-    try:
-        path = write_glove_text(
-            tmp_path / "t.txt", ["a", "b"], torch.tensor([[1.0, 2.0], [3.0, 4.5]])
-        )
-    finally:
-        os.umask(old)
-    assert path.read_text(encoding="utf-8") == "a 1 2\nb 3 4.5\n"  # as the original files
-    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not mkstemp's 0600
-
-
-def test_write_glove_is_atomic_on_error(tmp_path, monkeypatch):
-    path = tmp_path / "keep.txt"
-    path.write_text("old 1.0\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"vectors must have shape \(2, D\); got \(3, 2\)"):
-        write_glove_text(path, ["a", "b"], np.zeros((3, 2)))
-    with pytest.raises(
-        ValueError,
-        match=r"words must be non-empty and contain no space, tab, '\\r' or '\\n' \(the "
-        r"file's separators\); got 'a b' at position 0",
-    ):
-        write_glove_text(path, ["a b", "", "c"], np.zeros((3, 2)))
-
-    def failing_replace(src, dst):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(embeddings_module.os, "replace", failing_replace)
-    with pytest.raises(OSError, match="disk full"):
-        write_glove_text(path, ["a"], np.ones((1, 2)))
-    assert path.read_text(encoding="utf-8") == "old 1.0\n"  # untouched
-    assert sorted(os.listdir(tmp_path)) == ["keep.txt"]  # the temporary file is removed
-
-
 def test_bad_glove_missing_file(tmp_path):
     with pytest.raises(
         FileNotFoundError, match=r"GloVe file not found: '.*nope\.txt' \(no such file\)"
@@ -401,7 +344,7 @@ def test_bad_most_similar_degenerate_vectors():
 
 
 def test_unknown_capitalised_word_suggests_its_lower_case():
-    emb = embeddings_module.load_glove()
+    emb = load_glove()
     with pytest.raises(
         KeyError, match=r"'Cat' \(the vocabulary is lower case: use 'cat'\); 'Shhip' \(close"
     ):

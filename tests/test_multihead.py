@@ -1,15 +1,18 @@
-"""attnlib.multihead: fused and naive multi-head attention.
+"""attnlib.multihead: fused and naive multi-head attention (and the forward signature they
+share with attnlib.SelfAttention).
 
 Dimension sizes are all different (E=12, H=3 or 4, D=E/H, L=5, S=7, N=2) so that an axis
 mix-up cannot pass. torch.nn.MultiheadAttention itself is the oracle in test_convert.py.
 """
 
+import inspect
 import math
 
+import attnlib.attention as attention_module
 import pytest
 import torch
 import torch.nn.functional as F
-from attnlib import MultiHeadAttention, NaiveMultiHeadAttention, causal_mask
+from attnlib import MultiHeadAttention, NaiveMultiHeadAttention, SelfAttention, causal_mask
 from attnlib.convert import naive_from_fused
 from hypothesis import given
 from hypothesis import strategies as st
@@ -99,17 +102,72 @@ def test_unbatched_per_head_mask():
     torch.testing.assert_close(w, w_b[0])
 
 
-@pytest.mark.parametrize("cls", [MultiHeadAttention, NaiveMultiHeadAttention])
+CLASSES = [SelfAttention, MultiHeadAttention, NaiveMultiHeadAttention]
+
+
+def build(cls, bias=False):
+    """A module of ``cls`` with E=12: one head of size 12, or 4 heads of size 3."""
+    return cls(E, bias=bias) if cls is SelfAttention else cls(E, 4, bias=bias)
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_one_forward_signature(cls):
+    """forward(query, key=None, value=None, mask=None, need_weights=True) for all three;
+    the fused class adds cache= after need_weights."""
+    params = list(inspect.signature(cls.forward).parameters.values())[1:]  # without self
+    names = [p.name for p in params]
+    extra = ["cache"] if cls is MultiHeadAttention else []
+    assert names == ["query", "key", "value", "mask", "need_weights", *extra]
+    assert [p.default for p in params[1:]] == [None, None, None, True, *[None] * len(extra)]
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_positional_arguments_in_the_order_query_key_value_mask(cls):
+    m = build(cls, bias=True)
+    query, key, value = torch.randn(N, L, E), torch.randn(N, S, E), torch.randn(N, S, E)
+    mask = causal_mask(L, S)
+    out, w = m(query, key, value, mask)
+    out_kw, w_kw = m(query=query, key=key, value=value, mask=mask, need_weights=True)
+    assert torch.equal(out, out_kw) and torch.equal(w, w_kw)
+    assert m(query, key, value, mask, False)[1] is None
+    self_out, _ = m(query)  # key and value default to query
+    torch.testing.assert_close(self_out, m(query, query, query)[0])
+
+
+@pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize("batched", [False, True])
-def test_need_weights_false_gives_the_same_output(cls, batched):
-    m = cls(E, 4, bias=True)
+def test_need_weights_false_gives_the_same_output(cls, batched, monkeypatch):
+    """need_weights=False takes F.scaled_dot_product_attention's path in all three classes
+    (attnlib's own scaled_dot_product_attention, which forms the weights, is not called) and
+    gives the same output."""
+    m = build(cls, bias=True)
     batch = (N,) if batched else ()
     query, kv = torch.randn(*batch, L, E), torch.randn(*batch, S, E)
-    for mask in (None, causal_mask(L, S)):
-        out, w = m(query, kv, mask=mask)
+    fully_masked = causal_mask(L, S)
+    fully_masked[1] = False  # query 1 sees nothing
+    masks = [
+        None,
+        causal_mask(L, S),
+        fully_masked,
+        torch.zeros(L, S).masked_fill(~fully_masked, -math.inf),
+    ]
+    slow = [m(query, kv, mask=mask) for mask in masks]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("need_weights=False formed the weights")
+
+    calls = []
+    monkeypatch.setattr(attention_module, "scaled_dot_product_attention", refuse)
+    monkeypatch.setattr(
+        attention_module.F,
+        "scaled_dot_product_attention",
+        lambda *a, _f=F.scaled_dot_product_attention, **k: calls.append(1) or _f(*a, **k),
+    )
+    for mask, (out, w) in zip(masks, slow):
         out_fast, w_fast = m(query, kv, mask=mask, need_weights=False)
         assert w is not None and w_fast is None
         torch.testing.assert_close(out_fast, out, atol=1e-6, rtol=1e-5)
+    assert len(calls) == len(masks) * (4 if cls is NaiveMultiHeadAttention else 1)
 
 
 def test_need_weights_false_with_fully_masked_row_gives_zeros():

@@ -1,6 +1,8 @@
-"""The attnlib package: lazy imports, public names, docstrings and their examples."""
+"""The attnlib package: lazy imports, public names, docstrings.
 
-import doctest
+The docstrings' examples run with ``pytest --doctest-modules lib/attnlib`` (see the Makefile).
+"""
+
 import importlib
 import inspect
 import subprocess
@@ -19,6 +21,7 @@ MODULES = [
     "attnlib.efficient",
     "attnlib.embeddings",
     "attnlib.glove",
+    "attnlib.glove_text",
     "attnlib.multihead",
     "attnlib.positions",
     "attnlib.similarity",
@@ -166,30 +169,3 @@ def test_public_methods_have_docstrings():
             if not inspect.getdoc(member):
                 undocumented.append(f"{name}.{attr}")
     assert not undocumented
-
-
-# ---------------------------------------------------------------- docstring examples
-
-
-@pytest.mark.parametrize("module_name", MODULES)
-@pytest.mark.filterwarnings(
-    "ignore:__array__ implementation doesn't accept a copy keyword:DeprecationWarning"
-)  # inside Keras 3.15 (torch backend) with NumPy 2
-def test_doctests(module_name, monkeypatch):
-    """Every example in the docstrings runs and prints what it says."""
-    monkeypatch.chdir(ROOT)  # read_glove_text's example reads data/
-    module = importlib.import_module(module_name)
-    finder = doctest.DocTestFinder()
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    globs = {"torch": torch, "nn": torch.nn}
-    tests = [t for t in finder.find(module, module_name, extraglobs=globs) if t.examples]
-    assert tests, f"{module_name} has no examples"
-    for test in tests:
-        runner.run(test)
-    results = runner.summarize(verbose=False)
-    assert results.failed == 0, (
-        f"{results.failed} of {results.attempted} examples failed (see stdout)"
-    )
-    import matplotlib.pyplot as plt
-
-    plt.close("all")

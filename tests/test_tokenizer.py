@@ -1,8 +1,13 @@
-"""attnlib.tokenizer: seed 001's toy vocabulary, made deterministic."""
+"""attnlib.tokenizer: the one splitting rule, and seed 001's toy vocabulary made
+deterministic."""
 
+import attnlib
 import pytest
 import torch
-from attnlib.tokenizer import BOS, EOS, Vocabulary
+from attnlib.embeddings import Embeddings
+from attnlib.tokenizer import BOS, EOS, Vocabulary, tokenize
+from hypothesis import given
+from hypothesis import strategies as st
 
 SEED_001_TEXT = "How are you doing ? I am good and you ? I am fine, thank you ."
 
@@ -116,3 +121,48 @@ def test_vocabulary_splits_at_any_white_space():
 def test_bad_decode_types(ids, exc, message):
     with pytest.raises(exc, match=message):
         Vocabulary(SEED_001_TEXT).decode(ids)
+
+
+# ---------------------------------------------------------------- one rule for all
+
+TRICKY = [
+    pytest.param("Ship. crew, ORDER!", ["ship.", "crew,", "order!"], id="punctuation-stays"),
+    pytest.param("  We\tPROCESS\nand\r\nship  ", ["we", "process", "and", "ship"], id="ascii"),
+    pytest.param("a\u00a0b\u2028c\u3000d\x85e", ["a", "b", "c", "d", "e"], id="unicode-space"),
+    pytest.param("a\u200bb", ["a\u200bb"], id="zero-width-space-is-a-character"),
+    pytest.param("ÉCOLE Straße İ ΟΔΟΣ", ["école", "straße", "i̇", "οδος"], id="unicode-case"),
+    pytest.param("don't stop\u2014now", ["don't", "stop\u2014now"], id="apostrophe-dash"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "words"), TRICKY)
+def test_tokenize_tricky_input(text, words):
+    assert tokenize(text) == words == text.lower().split()
+
+
+def words_of(vocab: Vocabulary, text: str) -> list[str]:
+    """The words Vocabulary sees in ``text``: encoded, then looked up one by one."""
+    return [vocab.index2word[i] for i in vocab.encode(text)[0].tolist()]
+
+
+@pytest.mark.parametrize(("text", "words"), TRICKY)
+def test_vocabulary_and_embeddings_split_as_tokenize(text, words):
+    vocab = Vocabulary(text)
+    assert set(vocab.word2index) == {"BOS", "EOS", *words}
+    assert words_of(vocab, text) == words
+    emb = Embeddings(sorted(set(words)), torch.eye(len(set(words))))
+    rows = emb.matrix(text).argmax(dim=1).tolist()  # (n,): the row of each word
+    assert [emb.words[r] for r in rows] == words
+
+
+@given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=30))
+def test_one_rule_on_any_text(text):
+    """``attnlib.tokenize``, ``attnlib.embeddings.tokenize`` and Vocabulary are one rule."""
+    assert attnlib.tokenize is attnlib.embeddings.tokenize is tokenize
+    words = text.lower().split()
+    if not words:
+        with pytest.raises(ValueError, match="sentence must contain at least one word"):
+            tokenize(text)
+        return
+    assert tokenize(text) == words
+    assert words_of(Vocabulary(text), text) == words

@@ -4,9 +4,14 @@ expected and what came, so a reader can fix the call from the message alone."""
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
+
+BEYOND_FLOAT32 = "is out of the float32 range (largest 3.4028235e+38)"
 
 
 def shape_str(shape) -> str:
@@ -49,6 +54,55 @@ def check_same_kind(**tensors: Tensor) -> None:
                 f"{first} and {name} must be on the same device; got {first} on {t0.device} "
                 f"and {name} on {t.device}"
             )
+
+
+def check_qk(query: Tensor, key: Tensor) -> None:
+    """``query (..., L, d_k)`` and ``key (..., S, d_k)`` can be multiplied: float tensors of one
+    kind, the same ``d_k >= 1``, batch dimensions that broadcast."""
+    check_tensor("query", query, (2, None))
+    check_tensor("key", key, (2, None))
+    check_same_kind(query=query, key=key)
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"query and key must have the same last dimension d_k; got query "
+            f"{shape_str(query.shape)} (d_k={query.shape[-1]}) and key {shape_str(key.shape)} "
+            f"(d_k={key.shape[-1]})"
+        )
+    if query.shape[-1] == 0:
+        raise ValueError(f"query and key must have d_k >= 1; got query {shape_str(query.shape)}")
+    try:
+        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"query and key batch dimensions must broadcast; got query {shape_str(query.shape)} "
+            f"and key {shape_str(key.shape)}"
+        ) from None
+
+
+def check_value(query: Tensor, key: Tensor, value: Tensor) -> None:
+    """``value (..., S, d_v)`` has one row per key and batch dimensions that broadcast."""
+    check_tensor("value", value, (2, None))
+    check_same_kind(query=query, value=value)
+    if value.shape[-2] != key.shape[-2]:
+        raise ValueError(
+            f"value must have one row per key, shape (..., S={key.shape[-2]}, d_v); "
+            f"got {shape_str(value.shape)}"
+        )
+    try:
+        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"query, key and value batch dimensions must broadcast; got query "
+            f"{shape_str(query.shape)}, key {shape_str(key.shape)} and value "
+            f"{shape_str(value.shape)}"
+        ) from None
+
+
+def check_dropout(name: str, p) -> float:
+    """``p`` is a probability in ``[0, 1)``, returned as a ``float``."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+        raise ValueError(f"{name} must be a probability in [0, 1); got {p!r}")
+    return float(p)
 
 
 def check_positive_int(name: str, n) -> int:
@@ -146,3 +200,82 @@ def repr_options(*options: tuple[str, object, object]) -> str:
     """``", name=value"`` for each ``(name, value, default)`` whose value is not the default:
     the optional part of a module's ``extra_repr``."""
     return "".join(f", {name}={value}" for name, value, default in options if value != default)
+
+
+def short_repr(value, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters for an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def as_words(name: str, words) -> list[str]:
+    """``words`` as a list of ``str``, or a TypeError naming the first item that is not."""
+    if isinstance(words, str):
+        raise TypeError(f"{name} must be a sequence of str, not one str; got {short_repr(words)}")
+    try:
+        words = list(words)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of str; got {type(words).__name__}") from None
+    try:
+        "".join(words)  # a fast check that every item is a str
+    except TypeError:
+        i, bad = next((i, w) for i, w in enumerate(words) if not isinstance(w, str))
+        raise TypeError(
+            f"{name} must all be str; got {type(bad).__name__} {short_repr(bad)} at position {i}"
+        ) from None
+    return words
+
+
+def as_matrix(name: str, vectors) -> np.ndarray:
+    """``vectors`` as a 2-D NumPy array of real numbers with at least one column, without
+    copying an array (a read-only memory map stays one)."""
+    if isinstance(vectors, Tensor):
+        if vectors.is_complex() or vectors.dtype == torch.bool:
+            raise TypeError(f"{name} must hold real numbers; got dtype {vectors.dtype}")
+        vectors = vectors.detach().cpu()
+        if vectors.dtype not in (torch.float32, torch.float64, torch.float16):
+            vectors = vectors.float()  # bfloat16 and integers: NumPy has no bfloat16
+        array = vectors.numpy()
+    elif isinstance(vectors, np.ndarray):
+        array = vectors
+    elif isinstance(vectors, (str, bytes)):
+        raise ValueError(f"{name} must be a 2-D array (V, D); got {type(vectors).__name__}")
+    else:
+        try:
+            array = np.asarray(vectors)
+        except ValueError:  # NumPy refuses rows of different lengths
+            raise ValueError(
+                f"{name} must be a 2-D array (V, D); got a ragged nested list"
+            ) from None
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must hold real numbers; got dtype {array.dtype}")
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (V, D); got {shape_str(array.shape)}")
+    if array.shape[1] == 0:
+        raise ValueError(
+            f"{name} must have at least one column, (V, D) with D >= 1; got "
+            f"{shape_str(array.shape)}"
+        )
+    return array
+
+
+def as_path(path) -> Path:
+    """``path`` as a ``Path`` with ``~`` expanded; TypeError for anything but a file name."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"path must be a str or os.PathLike; got {type(path).__name__} (pass the file's "
+            "name, not an open file or bytes)"
+        )
+    return Path(path).expanduser()
+
+
+def directory_error(path: Path, expected: str) -> IsADirectoryError:
+    """IsADirectoryError naming a few of the files the directory holds."""
+    try:
+        names = sorted(p.name for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+    except OSError:
+        names = []
+    holds = f", which holds {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"
+    return IsADirectoryError(
+        f"path must be {expected}; got the directory {str(path)!r}{holds if names else ''}"
+    )

@@ -22,12 +22,15 @@ from torch import Tensor, nn
 
 from attnlib._checks import (
     apply_mask,
+    attends_somewhere,
+    check_dropout,
     check_mask,
     check_module_dtype,
     check_positive_int,
-    check_same_kind,
+    check_qk,
     check_scale,
     check_tensor,
+    check_value,
     repr_options,
     shape_str,
     weighted_sum,
@@ -121,27 +124,6 @@ def causal_mask(L: int, S: int | None = None, device=None) -> Tensor:
     return torch.ones(L, S, dtype=torch.bool, device=device).tril()
 
 
-def _check_qk(query: Tensor, key: Tensor) -> None:
-    check_tensor("query", query, (2, None))
-    check_tensor("key", key, (2, None))
-    check_same_kind(query=query, key=key)
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(
-            f"query and key must have the same last dimension d_k; got query "
-            f"{shape_str(query.shape)} (d_k={query.shape[-1]}) and key {shape_str(key.shape)} "
-            f"(d_k={key.shape[-1]})"
-        )
-    if query.shape[-1] == 0:
-        raise ValueError(f"query and key must have d_k >= 1; got query {shape_str(query.shape)}")
-    try:
-        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"query and key batch dimensions must broadcast; got query {shape_str(query.shape)} "
-            f"and key {shape_str(key.shape)}"
-        ) from None
-
-
 def attention_weights(
     query: Tensor, key: Tensor, mask: Tensor | None = None, scale: float | None = None
 ) -> Tensor:
@@ -181,7 +163,7 @@ def attention_weights(
         >>> attention_weights(X, X, mask=torch.tensor([0.0, 0.0, -float("inf")]))[0]
         tensor([0.6225, 0.3775, 0.0000])
     """
-    _check_qk(query, key)
+    check_qk(query, key)
     scale = check_scale(scale)
     if scale is None:
         scale = query.shape[-1] ** -0.5
@@ -241,9 +223,9 @@ def scaled_dot_product_attention(
         >>> output[0]
         tensor([0.4519, 0.6852, 0.5481, 1.0000])
     """
-    _check_qk(query, key)
-    _check_value(query, key, value)
-    dropout_p = _check_dropout("dropout_p", dropout_p)
+    check_qk(query, key)
+    check_value(query, key, value)
+    dropout_p = check_dropout("dropout_p", dropout_p)
     weights = attention_weights(query, key, mask=mask, scale=scale)  # (..., L, S)
     if dropout_p > 0:
         weights = F.dropout(weights, p=dropout_p)
@@ -251,41 +233,20 @@ def scaled_dot_product_attention(
     return output, weights
 
 
-def _check_value(query: Tensor, key: Tensor, value: Tensor) -> None:
-    check_tensor("value", value, (2, None))
-    check_same_kind(query=query, value=value)
-    if value.shape[-2] != key.shape[-2]:
-        raise ValueError(
-            f"value must have one row per key, shape (..., S={key.shape[-2]}, d_v); "
-            f"got {shape_str(value.shape)}"
-        )
-    try:
-        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"query, key and value batch dimensions must broadcast; got query "
-            f"{shape_str(query.shape)}, key {shape_str(key.shape)} and value "
-            f"{shape_str(value.shape)}"
-        ) from None
-
-
-def _check_dropout(name: str, p) -> float:
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
-        raise ValueError(f"{name} must be a probability in [0, 1); got {p!r}")
-    return float(p)
-
-
 class SelfAttention(nn.Module):
     """One attention head with learned projections ``W_Q``, ``W_K``, ``W_V`` (seeds 000, 001).
 
     .. math::
 
-        Q = X W_Q,\\; K = X W_K,\\; V = X W_V,\\qquad
-        \\operatorname{head}(X) =
+        Q = X_q W_Q,\\; K = X_k W_K,\\; V = X_v W_V,\\qquad
+        \\operatorname{head}(X_q, X_k, X_v) =
         \\operatorname{softmax}\\left(\\frac{Q K^\\top}{\\sqrt{D}}\\right) V
 
-    There is no output projection: this is one head of multi-head attention (the heads of
-    :class:`attnlib.NaiveMultiHeadAttention` are instances of it).
+    with ``X_k = X_v = X_q`` (self-attention) unless ``key``/``value`` are given
+    (cross-attention). There is no output projection: this is one head of multi-head attention
+    (the heads of :class:`attnlib.NaiveMultiHeadAttention` are instances of it). Called as
+    ``head(query, key=None, value=None, mask=None, need_weights=True)``, the signature of
+    :class:`attnlib.MultiHeadAttention`.
 
     Args:
         embed_dim: ``E``, the size of an input (query) vector.
@@ -300,23 +261,29 @@ class SelfAttention(nn.Module):
         ``nn.Linear(vdim, D)``; ``y = x W^T + b`` (PyTorch stores ``W`` as ``(D, E)``).
 
     Shape:
-        ``x``: ``(L, E)`` or ``(N, L, E)``; ``key``/``value`` (cross-attention): ``(S, kdim)``
-        / ``(S, vdim)`` or with a batch dimension ``N``; ``mask`` (boolean, ``True`` = may
-        attend, or float, added to the scores): ``(L, S)`` or broadcastable to ``(N, L, S)``;
-        output: ``(L, D)`` or ``(N, L, D)``; weights: ``(L, S)`` or ``(N, L, S)``.
+        ``query``: ``(L, E)`` or ``(N, L, E)``; ``key``/``value``: ``(S, kdim)`` /
+        ``(S, vdim)``, or with a batch dimension ``N`` (``key`` defaults to ``query``,
+        ``value`` to ``key``); ``mask`` (boolean, ``True`` = may attend, or float, added to the
+        scores): ``(L, S)`` or broadcastable to ``(N, L, S)``; output: ``(L, D)`` or
+        ``(N, L, D)``; weights: ``(L, S)`` or ``(N, L, S)``, or ``None`` with
+        ``need_weights=False``.
 
     Raises:
         ValueError: if a dimension is not a positive integer, ``dropout`` is not in
-        ``[0, 1)``, or an input's rank or last dimension is wrong. TypeError: if an input's
-        dtype differs from the module's (convert one of them with ``.to``).
+        ``[0, 1)``, an input's rank or last dimension is wrong, or ``mask`` does not
+        broadcast. TypeError: if an input's dtype differs from the module's (convert one of
+        them with ``.to``), or ``mask`` is neither boolean nor floating point.
 
     Example:
-        >>> torch.manual_seed(0)
-        <torch._C.Generator object at ...>
+        >>> _ = torch.manual_seed(0)
         >>> head = SelfAttention(50, 10)
-        >>> output, weights = head(torch.randn(11, 50))
+        >>> x = torch.randn(11, 50)
+        >>> output, weights = head(x)
         >>> output.shape, weights.shape
         (torch.Size([11, 10]), torch.Size([11, 11]))
+        >>> fast, none = head(x, mask=causal_mask(11), need_weights=False)
+        >>> fast.shape, none
+        (torch.Size([11, 10]), None)
     """
 
     def __init__(
@@ -341,40 +308,43 @@ class SelfAttention(nn.Module):
             check_positive_int(name, n)
         self.embed_dim, self.head_dim, self.kdim, self.vdim = embed_dim, head_dim, kdim, vdim
         self.bias = bias
-        self.dropout = _check_dropout("dropout", dropout)
+        self.dropout = check_dropout("dropout", dropout)
         self.q_proj = nn.Linear(embed_dim, head_dim, bias=bias)
         self.k_proj = nn.Linear(kdim, head_dim, bias=bias)
         self.v_proj = nn.Linear(vdim, head_dim, bias=bias)
 
     def forward(
         self,
-        x: Tensor,
-        mask: Tensor | None = None,
+        query: Tensor,
         key: Tensor | None = None,
         value: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        """Attend from ``x`` to itself, or to ``key``/``value`` (cross-attention).
+        mask: Tensor | None = None,
+        need_weights: bool = True,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from ``query`` to itself, or to ``key``/``value`` (cross-attention).
 
-        Returns ``(output, weights)``; see the class docstring for shapes.
+        Returns ``(output, weights)``; see the class docstring for shapes. With
+        ``need_weights=False`` the head goes through ``F.scaled_dot_product_attention`` (a
+        fused kernel that never forms the weights) and ``weights`` is ``None``.
         """
-        key = x if key is None else key
+        key = query if key is None else key
         value = key if value is None else value
-        widths = {"x": self.embed_dim, "key": self.kdim, "value": self.vdim}
-        for name, t in (("x", x), ("key", key), ("value", value)):
+        widths = {"query": self.embed_dim, "key": self.kdim, "value": self.vdim}
+        for name, t in (("query", query), ("key", key), ("value", value)):
             check_tensor(name, t, (2, 3))
             check_module_dtype(name, t, self.q_proj.weight)
             if t.shape[-1] != widths[name]:
-                length, width = ("L", "E") if name == "x" else ("S", name[0] + "dim")
+                length, width = ("L", "E") if name == "query" else ("S", name[0] + "dim")
                 size = f"{width}={widths[name]}"
                 raise ValueError(
                     f"{name} must have shape (N, {length}, {size}) or ({length}, {size}); "
                     f"got {shape_str(t.shape)}"
                 )
-        q = self.q_proj(x)  # (..., L, D)
+        q = self.q_proj(query)  # (..., L, D)
         k = self.k_proj(key)  # (..., S, D)
         v = self.v_proj(value)  # (..., S, D)
         dropout_p = self.dropout if self.training else 0.0
-        return scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)
+        return attend(q, k, v, mask, dropout_p, need_weights)
 
     def extra_repr(self) -> str:
         extra = repr_options(
@@ -383,3 +353,41 @@ class SelfAttention(nn.Module):
             ("dropout", self.dropout, 0.0),
         )
         return f"embed_dim={self.embed_dim}, head_dim={self.head_dim}, bias={self.bias}{extra}"
+
+
+def attend(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    dropout_p: float,
+    need_weights: bool,
+    enable_gqa: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """The attention of projected heads, for the modules' ``forward``: ``(output, weights)``
+    through :func:`scaled_dot_product_attention`, or ``(output, None)`` through
+    ``F.scaled_dot_product_attention`` when the weights are not needed. ``enable_gqa``:
+    ``k`` and ``v`` hold ``G`` heads shared by the ``H`` heads of ``q`` (``G`` divides ``H``).
+    """
+    # F.sdpa lets a blocked key's inf or NaN value reach the output (0 * inf): such a value
+    # takes the exact path, whose weighted_sum leaves it out
+    fast = not need_weights and (mask is None or bool(torch.isfinite(v).all()))
+    if not fast:
+        if enable_gqa:  # query head h reads key/value head h // (H / G)
+            k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)  # (..., H, S, D)
+            v = v.repeat_interleave(q.shape[-3] // v.shape[-3], dim=-3)  # (..., H, S, D)
+        output, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)
+        return output, (weights if need_weights else None)
+    if mask is not None:
+        batch = q.shape[:-2] if enable_gqa else torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+        check_mask(mask, (*batch, q.shape[-2], k.shape[-2]), "(..., L, S)")
+        if mask.dtype != torch.bool:
+            mask = mask.to(q.dtype)  # F.sdpa wants a float mask of the query's dtype
+    output = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=enable_gqa
+    )  # (..., L, D)
+    # A row with nothing to attend to gives zeros: torch 2.13 gives them on the CPU, older
+    # versions and some GPU kernels gave NaN; the guard keeps zeros whatever the kernel.
+    if mask is not None:
+        output = torch.where(attends_somewhere(mask), output, 0.0)
+    return output, None

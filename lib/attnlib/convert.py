@@ -42,8 +42,12 @@ def _copy(linear: nn.Linear, weight: Tensor, bias: Tensor | None) -> None:
             linear.bias.copy_(bias)
 
 
-def _check_no_gqa(m, target: str) -> None:
-    if getattr(m, "num_kv_heads", m.num_heads) != m.num_heads:
+def _check_module(m, cls, target: str | None = None) -> None:
+    """``m`` is a ``cls``; with a ``target`` without grouped-query attention, one whose
+    key/value heads are its query heads."""
+    if not isinstance(m, cls):
+        raise TypeError(f"m must be an attnlib.{cls.__name__}; got {type(m).__name__}")
+    if target and getattr(m, "num_kv_heads", m.num_heads) != m.num_heads:
         raise ValueError(
             f"m must have num_kv_heads == num_heads for {target}, which has no grouped-query "
             f"attention; got num_kv_heads={m.num_kv_heads}, num_heads={m.num_heads}"
@@ -80,8 +84,7 @@ def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
         ``add_bias_kv=True`` or ``add_zero_attn=True`` (attnlib has neither).
 
     Example:
-        >>> torch.manual_seed(0)
-        <torch._C.Generator object at ...>
+        >>> _ = torch.manual_seed(0)
         >>> mha = nn.MultiheadAttention(12, 3, batch_first=True).eval()
         >>> x = torch.randn(2, 5, 12)
         >>> torch.allclose(from_torch(mha)(x)[0], mha(x, x, x)[0], atol=1e-6)
@@ -141,9 +144,7 @@ def to_torch(m: MultiHeadAttention) -> nn.MultiheadAttention:
         >>> to_torch(m).in_proj_weight.shape
         torch.Size([36, 12])
     """
-    if not isinstance(m, MultiHeadAttention):
-        raise TypeError(f"m must be an attnlib.MultiHeadAttention; got {type(m).__name__}")
-    _check_no_gqa(m, "torch.nn.MultiheadAttention")
+    _check_module(m, MultiHeadAttention, "torch.nn.MultiheadAttention")
     if m.head_dim * m.num_heads != m.embed_dim:
         raise ValueError(
             f"m must have head_dim * num_heads == embed_dim for torch.nn.MultiheadAttention; got "
@@ -192,8 +193,7 @@ def naive_from_fused(m: MultiHeadAttention) -> NaiveMultiHeadAttention:
         TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`.
 
     Example:
-        >>> torch.manual_seed(0)
-        <torch._C.Generator object at ...>
+        >>> _ = torch.manual_seed(0)
         >>> fused = MultiHeadAttention(12, 3)
         >>> naive = naive_from_fused(fused)
         >>> naive.heads[1].q_proj.weight.shape  # rows 4:8 of W_Q
@@ -202,21 +202,15 @@ def naive_from_fused(m: MultiHeadAttention) -> NaiveMultiHeadAttention:
         >>> torch.allclose(naive(x)[0], fused(x)[0], atol=1e-6)
         True
     """
-    if not isinstance(m, MultiHeadAttention):
-        raise TypeError(f"m must be an attnlib.MultiHeadAttention; got {type(m).__name__}")
-    _check_no_gqa(m, "NaiveMultiHeadAttention")
+    _check_module(m, MultiHeadAttention, "NaiveMultiHeadAttention")
     naive = _like(NaiveMultiHeadAttention, m)
     D = m.head_dim
     for h, head in enumerate(naive.heads):
         rows = slice(h * D, (h + 1) * D)
-        for mine, fused in (
-            (head.q_proj, m.q_proj),
-            (head.k_proj, m.k_proj),
-            (head.v_proj, m.v_proj),
-        ):
-            _copy(
-                mine, fused.weight.detach()[rows], None if fused.bias is None else fused.bias[rows]
-            )
+        for name in ("q_proj", "k_proj", "v_proj"):
+            fused = getattr(m, name)
+            bias = None if fused.bias is None else fused.bias[rows]
+            _copy(getattr(head, name), fused.weight.detach()[rows], bias)
     _copy(naive.out_proj, m.out_proj.weight.detach(), m.out_proj.bias)
     return naive
 
@@ -235,16 +229,14 @@ def fused_from_naive(m: NaiveMultiHeadAttention) -> MultiHeadAttention:
         TypeError: if ``m`` is not an :class:`attnlib.NaiveMultiHeadAttention`.
 
     Example:
-        >>> torch.manual_seed(0)
-        <torch._C.Generator object at ...>
+        >>> _ = torch.manual_seed(0)
         >>> naive = NaiveMultiHeadAttention(12, 4, bias=True)
         >>> fused = fused_from_naive(naive)
         >>> x = torch.randn(2, 5, 12)
         >>> torch.allclose(fused(x)[1], naive(x)[1], atol=1e-6)
         True
     """
-    if not isinstance(m, NaiveMultiHeadAttention):
-        raise TypeError(f"m must be an attnlib.NaiveMultiHeadAttention; got {type(m).__name__}")
+    _check_module(m, NaiveMultiHeadAttention)
     fused = _like(MultiHeadAttention, m)
     for name in ("q_proj", "k_proj", "v_proj"):
         parts = [getattr(head, name) for head in m.heads]
@@ -277,13 +269,6 @@ def _keras():
     import keras
 
     return keras
-
-
-def _keras_shape_error(why: str) -> ValueError:
-    return ValueError(
-        f"layer must be a Keras MultiHeadAttention with value_dim == key_dim, no output_shape, "
-        f"attention over axis 1, no gate and no sliding window{why}"
-    )
 
 
 def _variable_to_torch(variable) -> Tensor:
@@ -320,7 +305,9 @@ def from_keras(layer) -> MultiHeadAttention:
         backend than ``torch``.
 
     Example:
-        >>> import keras  # with os.environ["KERAS_BACKEND"] = "torch" set before
+        >>> import os
+        >>> os.environ["KERAS_BACKEND"] = "torch"  # before the first import of keras
+        >>> import keras
         >>> layer = keras.layers.MultiHeadAttention(num_heads=3, key_dim=4)
         >>> x = torch.randn(2, 5, 12)
         >>> y = layer(x, x)  # builds the layer: query/kernel (12, 3, 4)
@@ -353,7 +340,11 @@ def from_keras(layer) -> MultiHeadAttention:
     if config.get("sliding_window") is not None:
         problems.append(f"sliding_window={config['sliding_window']}")
     if problems:
-        raise _keras_shape_error("; got " + ", ".join(problems))
+        raise ValueError(
+            "layer must be a Keras MultiHeadAttention with value_dim == key_dim, no "
+            "output_shape, attention over axis 1, no gate and no sliding window; got "
+            + ", ".join(problems)
+        )
     bias = bool(config["use_bias"])
     ours = MultiHeadAttention(
         E, H, bias=bias, kdim=kdim, vdim=vdim, head_dim=D, dropout=float(config["dropout"])
@@ -399,9 +390,7 @@ def to_keras(m: MultiHeadAttention, name: str | None = None):
         >>> torch.allclose(layer(x, x), m(x)[0], atol=1e-6)
         True
     """
-    if not isinstance(m, MultiHeadAttention):
-        raise TypeError(f"m must be an attnlib.MultiHeadAttention; got {type(m).__name__}")
-    _check_no_gqa(m, "keras.layers.MultiHeadAttention")
+    _check_module(m, MultiHeadAttention, "keras.layers.MultiHeadAttention")
     keras = _keras()
     E, H, D = m.embed_dim, m.num_heads, m.head_dim
     layer = keras.layers.MultiHeadAttention(

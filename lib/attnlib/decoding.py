@@ -96,8 +96,7 @@ class KVCache:
         match the shape ``(N, G, ., D)``, dtype or device of the cache.
 
     Example:
-        >>> torch.manual_seed(0)
-        <torch._C.Generator object at ...>
+        >>> _ = torch.manual_seed(0)
         >>> from attnlib import MultiHeadAttention
         >>> mha = MultiHeadAttention(12, 3, num_kv_heads=1).eval()
         >>> x = torch.randn(1, 5, 12)

@@ -12,8 +12,14 @@ import math
 import torch
 from torch import Tensor
 
-from attnlib._checks import apply_mask, check_mask, check_scale, weighted_sum
-from attnlib.attention import _check_qk, _check_value
+from attnlib._checks import (
+    apply_mask,
+    check_mask,
+    check_qk,
+    check_scale,
+    check_value,
+    weighted_sum,
+)
 
 __all__ = ["tiled_attention"]
 
@@ -66,8 +72,7 @@ def tiled_attention(
         broadcast. TypeError: non-float inputs, or a mask neither boolean nor floating point.
 
     Example:
-        >>> torch.manual_seed(0)
-        <torch._C.Generator object at ...>
+        >>> _ = torch.manual_seed(0)
         >>> q, k, v = torch.randn(3, 100, 16).unbind(0)
         >>> exact = torch.nn.functional.scaled_dot_product_attention(q, k, v)
         >>> torch.allclose(tiled_attention(q, k, v, block_size=32), exact, atol=1e-6)
@@ -75,8 +80,8 @@ def tiled_attention(
     """
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be an integer >= 1; got {block_size!r}")
-    _check_qk(query, key)
-    _check_value(query, key, value)
+    check_qk(query, key)
+    check_value(query, key, value)
     scale = check_scale(scale)
     L, S = query.shape[-2], key.shape[-2]
     scale = query.shape[-1] ** -0.5 if scale is None else scale

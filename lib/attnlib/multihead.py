@@ -15,11 +15,10 @@ heads (as ``torch.nn.MultiheadAttention``, nanoGPT and Keras do);
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib._checks import (
-    attends_somewhere,
+    check_dropout,
     check_mask,
     check_module_dtype,
     check_positive_int,
@@ -27,7 +26,7 @@ from attnlib._checks import (
     repr_options,
     shape_str,
 )
-from attnlib.attention import SelfAttention, _check_dropout, scaled_dot_product_attention
+from attnlib.attention import SelfAttention, attend
 
 __all__ = ["MultiHeadAttention", "NaiveMultiHeadAttention"]
 
@@ -163,8 +162,7 @@ class MultiHeadAttention(nn.Module):
         the module's, or a mask neither boolean nor floating point.
 
     Example:
-        >>> torch.manual_seed(0)
-        <torch._C.Generator object at ...>
+        >>> _ = torch.manual_seed(0)
         >>> mha = MultiHeadAttention(12, 3)
         >>> output, weights = mha(torch.randn(2, 5, 12), torch.randn(2, 7, 12))
         >>> output.shape, weights.shape
@@ -232,28 +230,10 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:
             k, v, positions = cache.update(k, v)  # (N, G, S_kept + L, D) each
             mask = cache.mask(positions, L).view(1, 1, L, -1)  # (1, 1, L, S): causal (+ window)
-        if G != self.num_heads:  # query head h reads key/value head h // (H / G)
-            k_heads = k.repeat_interleave(self.num_heads // G, dim=1)  # (N, H, S, D)
-            v_heads = v.repeat_interleave(self.num_heads // G, dim=1)  # (N, H, S, D)
-        else:
-            k_heads, v_heads = k, v
         dropout_p = self.dropout if self.training else 0.0
-        # F.sdpa needs S >= 1 and lets a blocked key's inf or NaN value reach the output.
-        fast = not need_weights and k.shape[-2] > 0
-        fast = fast and (mask is None or bool(torch.isfinite(v).all()))
-        if not fast:
-            heads, weights = scaled_dot_product_attention(
-                q, k_heads, v_heads, mask=mask, dropout_p=dropout_p
-            )  # (N, H, L, D), (N, H, L, S)
-        else:
-            if mask is not None and mask.dtype != torch.bool:
-                mask = mask.to(q.dtype)  # F.sdpa wants a float mask of the query's dtype
-            heads = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=G != self.num_heads
-            )  # (N, H, L, D): the G key/value heads are shared inside the kernel
-            if mask is not None:  # a row with nothing to attend to: zeros, not NaN
-                heads = torch.where(attends_somewhere(mask), heads, 0.0)
-        weights = weights if need_weights and not fast else None
+        heads, weights = attend(
+            q, k, v, mask, dropout_p, need_weights, enable_gqa=G != self.num_heads
+        )  # (N, H, L, D), (N, H, L, S) or None
         heads = heads.transpose(1, 2).reshape(N, L, -1)  # (N, L, H, D) -> (N, L, H*D)
         output = self.out_proj(heads)  # (N, L, E)
         if not batched:
@@ -276,7 +256,7 @@ class NaiveMultiHeadAttention(nn.Module):
 
     Slower than :class:`MultiHeadAttention` (one small matrix product per head) but each head
     is visible as a module. Same arguments, shapes and errors as :class:`MultiHeadAttention`;
-    ``need_weights=False`` only drops the weights.
+    with ``need_weights=False`` each head takes ``F.scaled_dot_product_attention``'s fast path.
 
     Args:
         embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout: as
@@ -296,8 +276,7 @@ class NaiveMultiHeadAttention(nn.Module):
         ValueError, TypeError: as :class:`MultiHeadAttention`.
 
     Example:
-        >>> torch.manual_seed(0)
-        <torch._C.Generator object at ...>
+        >>> _ = torch.manual_seed(0)
         >>> mha = NaiveMultiHeadAttention(12, 4)
         >>> output, weights = mha(torch.randn(5, 12))
         >>> output.shape, weights.shape
@@ -330,21 +309,26 @@ class NaiveMultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         need_weights: bool = True,
     ) -> tuple[Tensor, Tensor | None]:
-        """Run every head, concatenate, project; returns ``(output, weights)``."""
+        """Run every head, concatenate, project; returns ``(output, weights)``.
+
+        With ``need_weights=False`` every head goes through ``F.scaled_dot_product_attention``
+        and ``weights`` is ``None``, as in :meth:`MultiHeadAttention.forward`.
+        """
         query, key, value, mask, batched = _prepare(self, query, key, value, mask)
         if mask is not None:
             mask = mask.expand(query.shape[0], self.num_heads, query.shape[1], key.shape[1])
         outputs, weights = [], []
         for h, head in enumerate(self.heads):
             head_mask = None if mask is None else mask[:, h]  # (N, L, S)
-            out, w = head(query, head_mask, key=key, value=value)  # (N, L, D), (N, L, S)
-            outputs.append(out)
-            weights.append(w)
+            out, w = head(query, key, value, mask=head_mask, need_weights=need_weights)
+            outputs.append(out)  # (N, L, D)
+            weights.append(w)  # (N, L, S) or None
         output = self.out_proj(torch.cat(outputs, dim=-1))  # (N, L, H*D) -> (N, L, E)
-        stacked = torch.stack(weights, dim=1)  # (N, H, L, S)
+        stacked = torch.stack(weights, dim=1) if need_weights else None  # (N, H, L, S)
         if not batched:
-            output, stacked = output.squeeze(0), stacked.squeeze(0)  # (L, E), (H, L, S)
-        return output, (stacked if need_weights else None)
+            output = output.squeeze(0)  # (L, E)
+            stacked = None if stacked is None else stacked.squeeze(0)  # (H, L, S)
+        return output, stacked
 
     def extra_repr(self) -> str:
         return _extra_repr(self)
@@ -356,4 +340,4 @@ def _init_sizes(m, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout) ->
     m.embed_dim, m.num_heads, m.bias = embed_dim, num_heads, bias
     m.kdim = embed_dim if kdim is None else check_positive_int("kdim", kdim)
     m.vdim = embed_dim if vdim is None else check_positive_int("vdim", vdim)
-    m.dropout = _check_dropout("dropout", dropout)
+    m.dropout = check_dropout("dropout", dropout)

@@ -1,4 +1,5 @@
-"""A toy word-level vocabulary (seed 001), made deterministic."""
+"""Words from text: the one splitting rule (:func:`tokenize`) and seed 001's toy vocabulary,
+made deterministic (:class:`Vocabulary`)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,40 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-__all__ = ["BOS", "EOS", "Vocabulary"]
+__all__ = ["BOS", "EOS", "Vocabulary", "tokenize"]
 
 BOS = 0  # index of the beginning-of-sequence token
 EOS = 1  # index of the end-of-sequence token
+
+
+def tokenize(sentence: str) -> list[str]:
+    """Split a sentence into lower-case words at white space, as the seeds do.
+
+    ``tokenize(s) == s.lower().split()``: GloVe 6B is lower-cased, and its punctuation is
+    split off as separate tokens, so write ``"ship ."`` rather than ``"ship."``. Any white
+    space separates words (tabs, line breaks, and Unicode spaces such as U+00A0 and U+3000);
+    punctuation stays attached (``"fine,"`` is one word). :class:`Vocabulary` and
+    :meth:`attnlib.Embeddings.matrix` split with this function.
+
+    Args:
+        sentence: the text.
+
+    Returns:
+        The list of words.
+
+    Raises:
+        TypeError: if ``sentence`` is not a ``str``. ValueError: if it has no word.
+
+    Example:
+        >>> tokenize("I must go back to my ship and to my crew")
+        ['i', 'must', 'go', 'back', 'to', 'my', 'ship', 'and', 'to', 'my', 'crew']
+    """
+    if not isinstance(sentence, str):
+        raise TypeError(f"sentence must be a str; got {type(sentence).__name__}")
+    words = sentence.lower().split()
+    if not words:
+        raise ValueError(f"sentence must contain at least one word; got {sentence!r}")
+    return words
 
 
 class Vocabulary:
@@ -18,9 +49,9 @@ class Vocabulary:
 
     Seed 001 numbered the words in ``set`` order, which changes from one Python process to
     the next (string hashing is randomised); here the words are **sorted**, so the indices
-    are the same on every run. Words are lower-cased and split at white space,
-    ``text.lower().split()``: on the seed's one-line text this is its ``split(" ")``, but a
-    tab or a line break also separates words (``split(" ")`` would make ``"you\\ni"`` a word).
+    are the same on every run. Words are split by :func:`tokenize` (lower case, split at white
+    space): on the seed's one-line text this is its ``split(" ")``, but a tab or a line break
+    also separates words (``split(" ")`` would make ``"you\\ni"`` a word).
 
     Args:
         text: a string, or an iterable of strings, whose words make the vocabulary.
@@ -57,9 +88,10 @@ class Vocabulary:
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise TypeError(f"{expected}; got {type(t).__name__} {t!r:.40} at position {i}")
-        words = sorted({w for t in texts for w in t.lower().split()})
-        if not words:
-            raise ValueError(f"text must contain at least one word; got {text!r}")
+        try:  # a space between texts: the words of each, as tokenize gives them
+            words = sorted(set(tokenize(" ".join(texts))))
+        except ValueError:
+            raise ValueError(f"text must contain at least one word; got {text!r}") from None
         self.index2word: dict[int, str] = {BOS: "BOS", EOS: "EOS"}
         for word in words:
             self.index2word[len(self.index2word)] = word
@@ -74,17 +106,13 @@ class Vocabulary:
     def encode(self, sentence: str) -> Tensor:
         """Indices of the words of ``sentence`` as a ``(1, n)`` LongTensor (a batch of one).
 
-        Words are lower-cased and split at white space, as in the vocabulary.
+        Words are split by :func:`tokenize`, as in the vocabulary.
 
         Raises:
             TypeError: if ``sentence`` is not a ``str``. ValueError: if it has no word.
             KeyError: naming every word that is not in the vocabulary.
         """
-        if not isinstance(sentence, str):
-            raise TypeError(f"sentence must be a str; got {type(sentence).__name__}")
-        words = sentence.lower().split()
-        if not words:
-            raise ValueError(f"sentence must contain at least one word; got {sentence!r}")
+        words = tokenize(sentence)
         missing = [w for w in words if w not in self.word2index]
         if missing:
             raise KeyError(f"words not in the vocabulary: {missing}")
