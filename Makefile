@@ -102,10 +102,10 @@ $(STAMP): requirements.txt pyproject.toml $(if $(VENV_STALE),FORCE)
 	        "(python.org, your package manager, pyenv, or \`uv python install 3.12\`)" >&2; \
 	    exit 1; \
 	fi
-	@torch_opts=(); \
+	@torch_opts=; \
 	where=$$($(PYTHON) -c "$$NET_PROBE_PY" "$(NET_TIMEOUT)" \
 	    "$(if $(filter Linux,$(shell uname -s)),$(TORCH_INDEX))") || exit 1; \
-	if [ "$$where" = cpu ]; then torch_opts=(--extra-index-url "$(TORCH_INDEX)"); fi; \
+	if [ "$$where" = cpu ]; then torch_opts="--extra-index-url $(TORCH_INDEX)"; fi; \
 	if [ -n "$(VENV_STALE)" ] && [ -d $(VENV) ]; then \
 	    echo "env: removing $(VENV): $(VENV_STALE)"; rm -rf $(VENV); \
 	fi; \
@@ -116,7 +116,7 @@ $(STAMP): requirements.txt pyproject.toml $(if $(VENV_STALE),FORCE)
 	            "python3-venv, or python3.X-venv for your version)" >&2; exit 1; }; \
 	fi; \
 	set -x; \
-	$(BIN)/python -m pip install "$${torch_opts[@]}" -r requirements.txt; \
+	$(BIN)/python -m pip install $$torch_opts -r requirements.txt; \
 	$(BIN)/python -m pip install -e . --no-deps; \
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (.venv)"; \
 	{ set +x; } 2>/dev/null; \
@@ -178,8 +178,9 @@ shown = lambda url: re.sub(r"//[^/@]*@", "//***@", url)
 reason = answers.get(index, f"no answer in {timeout:g} s")
 if reason is not None:
     print(f"env: cannot reach the package index {shown(index)} ({reason}).\n"
-          "env: making .venv downloads about 1 GB of packages: connect to the network (or point "
-          "PIP_INDEX_URL or pip.conf at a mirror you can reach) and run make again.",
+          "env: making .venv downloads the pinned packages (requirements.txt) from it: connect to "
+          "the network (or point PIP_INDEX_URL or pip.conf at a mirror you can reach) and run "
+          "make again. Nothing was created.",
           file=sys.stderr)
     sys.exit(1)
 if torch_index:
@@ -205,14 +206,14 @@ export NET_PROBE_PY
 LOCK_COMPILE = CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
     --no-emit-index-url --no-emit-find-links --strip-extras --annotation-style=line $(LOCK_ARGS)
 lock: $(STAMP)
-	@torch_opts=(); \
+	@torch_opts=; \
 	where=$$($(BIN)/python -c "$$NET_PROBE_PY" "$(NET_TIMEOUT)" \
 	    "$(if $(filter Linux,$(shell uname -s)),$(TORCH_INDEX))") || exit 1; \
-	if [ "$$where" = cpu ]; then torch_opts=(--extra-index-url "$(TORCH_INDEX)"); fi; \
+	if [ "$$where" = cpu ]; then torch_opts="--extra-index-url $(TORCH_INDEX)"; fi; \
 	sed -i.bak '/^--extra-index-url/d' binder/requirements.txt && rm -f binder/requirements.txt.bak; \
 	set -x; \
-	$(LOCK_COMPILE) "$${torch_opts[@]}" --output-file requirements.txt requirements.in; \
-	$(LOCK_COMPILE) "$${torch_opts[@]}" --output-file binder/requirements.txt \
+	$(LOCK_COMPILE) $$torch_opts --output-file requirements.txt requirements.in; \
+	$(LOCK_COMPILE) $$torch_opts --output-file binder/requirements.txt \
 	    binder/requirements.in; \
 	{ set +x; } 2>/dev/null; \
 	for f in requirements.txt binder/requirements.txt; do \
