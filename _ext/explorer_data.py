@@ -12,7 +12,8 @@ here at build time from attnlib's own data:
 * their vectors, ``attnlib.load_glove().matrix(words)``, each number rounded to 5 decimals
   and stored as an integer ``v = round(x * 10**5)``. GloVe's numbers are written with 5
   significant digits, so every number of size 0.1 or more is exact (89 % of them; the browser
-  reads ``Math.fround(v / 1e5)``, the same float32), the others are within ``5e-6``;
+  reads ``Math.fround(v / 1e5)``, the same float32), the others are within ``5e-6`` (plus the
+  float32 rounding of the result);
 * the ``q_proj.weight`` and ``k_proj.weight`` of chapter 10's two trained heads, from
   ``data/pointer_heads.json``, unchanged.
 
@@ -54,9 +55,11 @@ STEP = 1e-5  # vectors are stored as round(x / STEP): 5 decimals
 MAX_BYTES = 4_000_000  # the page fetches at most this much data
 MARKER = 'id="explorer-app"'  # a page holding this raw HTML gets the script
 
-# Words of the book: runs of letters/digits, single punctuation marks (GloVe has ".", ","),
-# and whole white-space-separated tokens as attnlib.tokenize gives them ("u.s.", "o'clock").
-_WORD = re.compile(r"\w+|[^\w\s]")
+# Words of the book: runs of letters/digits, clitics as GloVe's tokenizer splits them
+# ("odysseus's" -> "odysseus", "'s"; "don't" -> "do", "n't"), single punctuation marks
+# (GloVe has ".", ","), and whole white-space-separated tokens as attnlib.tokenize gives
+# them ("u.s.", "o'clock").
+_WORD = re.compile(r"\w+(?=n't)|n't|'\w+|\w+|[^\w\s]")
 
 
 def book_words(root: Path = ROOT) -> set[str]:
