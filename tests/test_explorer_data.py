@@ -128,3 +128,18 @@ def test_real_data_round_trips_to_attnlibs_vectors(real_data):
     exact = glove.matrix(header["words"]).numpy()  # (V, 50) float32
     assert np.abs(vectors - exact).max() <= BOUND
     assert (vectors == exact).mean() > 0.85  # GloVe's 5 significant digits: most are exact
+
+
+def test_site_files_are_rebuilt_only_when_their_sources_change(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(explorer_data, "build_data", lambda root: calls.append(root) or b"data")
+    monkeypatch.setattr(explorer_data, "fingerprint", lambda root: f"key of {root.name}")
+    static, stamp = tmp_path / "_static", tmp_path / "doctrees" / "stamp"
+    changed = explorer_data.write_site_files(static, tmp_path / "book", stamp)
+    assert changed == {"glove-explorer.bin.gz": True, "explorer.css": True, "explorer.js": True}
+    assert (static / "explorer" / "glove-explorer.bin.gz").read_bytes() == b"data"
+    assert stamp.read_text() == "key of book" and len(calls) == 1
+    unchanged = explorer_data.write_site_files(static, tmp_path / "book", stamp)
+    assert not any(unchanged.values()) and len(calls) == 1  # nothing rebuilt
+    explorer_data.write_site_files(static, tmp_path / "other", stamp)  # sources changed
+    assert len(calls) == 2 and stamp.read_text() == "key of other"
