@@ -11,6 +11,12 @@ Runs after the book is built (`make test` builds it, then runs this file): every
 * chapters (notebooks) have Colab, Binder and Live Code (Thebe) in their launch menu,
   and their download menu offers the notebook.
 
+The attention explorer page runs an explorer in the page itself (`_ext/explorer/explorer.js`,
+data written by `_ext/explorer_data.py`): typed sentences give, in every mode (dot product,
+cosine, chapter 10's two trained heads), at several temperatures and with the causal mask,
+a table whose every cell equals attnlib's weight computed here to 1e-3; unknown words are
+named; the page fetches at most 4 MB, all from the site.
+
 A screenshot of each page goes to `_build/screenshots/<page>.png` (chapters also get
 `<page>.launch.png`, the top of the page with the launch menu open).
 
