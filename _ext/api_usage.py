@@ -233,6 +233,7 @@ def _usage(app: Sphinx) -> dict[str, list[str]]:
 def _add_used_in(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]):
     if what not in WITH_USED_IN or not name.startswith(f"{PACKAGE}."):
         return
+    app._api_read = True
     usage = _usage(app)
     for path in app._api_notebooks.values():  # re-read the API page when a chapter changes
         app.env.note_dependency(str(path))
@@ -249,6 +250,7 @@ def _reset(app: Sphinx, env: Any, docnames: list[str]) -> None:
     app._api_usage = None
     app._api_notebooks = {}
     app._api_documented = None
+    app._api_read = False
 
 
 def _documented(app: Sphinx, env: Any) -> dict[str, str]:
@@ -289,6 +291,8 @@ def _resolve_by_identity(app: Sphinx, env: Any, node: Any, contnode: Any) -> Any
 
 
 def _check_complete(app: Sphinx, env: Any) -> None:
+    if not app._api_read:  # the page was not re-read, and attnlib did not change (autodoc
+        return  # re-reads it when a module does): skip importing torch, keep rebuilds fast
     documented = set(env.get_domain("py").objects)
     for name in sorted(public_names() - documented):
         logger.warning(
