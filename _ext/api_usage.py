@@ -48,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 PACKAGE = "attnlib"
 CHAPTERS = "chapters/*.ipynb"  # the notebooks scanned, relative to the book's root
+STATIC = Path(__file__).parent / "static"  # api_usage.css
 WITH_USED_IN = {"module", "class", "exception", "function", "data"}  # autodoc's `what`
 
 # ---- the scanner (no Sphinx here: tests/test_api_usage.py runs it on a fake notebook) --
@@ -303,8 +304,14 @@ def _check_complete(app: Sphinx, env: Any) -> None:
         )
 
 
+def _add_static(app: Sphinx) -> None:
+    app.config.html_static_path.append(str(STATIC))
+
+
 def setup(app: Sphinx) -> dict[str, object]:
     app.setup_extension("sphinx.ext.autodoc")
+    app.connect("builder-inited", _add_static)
+    app.add_css_file("api_usage.css")  # long lines of the docstrings' examples wrap
     _reset(app, None, [])
     app.connect("env-before-read-docs", _reset)
     # after napoleon (priority 500) has turned the docstring into reST
