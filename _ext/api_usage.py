@@ -222,6 +222,7 @@ def _usage(app: Sphinx) -> dict[str, list[str]]:
         if docname is None or docname not in env.found_docs:
             continue  # not in the book (only_build_toc_files)
         app._api_notebooks[docname] = path
+        app._api_labels[docname] = page_label(path)
         for dotted in scan_notebook(path):
             for key in counts_for(dotted):
                 usage.setdefault(key, [])
@@ -241,7 +242,7 @@ def _add_used_in(app: Sphinx, what: str, name: str, obj: Any, options: Any, line
     docnames = usage.get(identity(name, obj), [])
     links = []
     for docname in docnames:
-        label = page_label(app._api_notebooks[docname])
+        label = app._api_labels[docname]
         links.append(f":doc:`{label} </{docname}>`" if label else f":doc:`/{docname}`")
     text = ", ".join(links) if links else "no chapter."
     lines.extend(["", ".. container:: api-used-in", "", f"   **Used in:** {text}", ""])
@@ -249,7 +250,8 @@ def _add_used_in(app: Sphinx, what: str, name: str, obj: Any, options: Any, line
 
 def _reset(app: Sphinx, env: Any, docnames: list[str]) -> None:
     app._api_usage = None
-    app._api_notebooks = {}
+    app._api_notebooks = {}  # docname -> notebook path, and its "chapter N" label
+    app._api_labels = {}
     app._api_documented = None
     app._api_read = False
 
