@@ -257,8 +257,9 @@ class SelfAttention(nn.Module):
         dropout: probability of dropping an attention weight, in training mode only.
 
     Attributes:
-        q_proj: ``nn.Linear(E, D)``; k_proj: ``nn.Linear(kdim, D)``; v_proj:
-        ``nn.Linear(vdim, D)``; ``y = x W^T + b`` (PyTorch stores ``W`` as ``(D, E)``).
+        q_proj: ``nn.Linear(E, D)``, ``y = x W^T + b`` (PyTorch stores ``W`` as ``(D, E)``).
+        k_proj: ``nn.Linear(kdim, D)``.
+        v_proj: ``nn.Linear(vdim, D)``.
 
     Shape:
         ``query``: ``(L, E)`` or ``(N, L, E)``; ``key``/``value``: ``(S, kdim)`` /

@@ -83,8 +83,9 @@ class KVCache:
             query then sees keys ``i - window < j <= i``. ``None``: keep everything.
 
     Attributes:
-        key, value: the kept keys and values, ``(N, G, S, D)``, or ``None`` before the first
-            step. length: the number of tokens seen so far, the position of the next token.
+        key: the kept keys, ``(N, G, S, D)``, or ``None`` before the first step.
+        value: the kept values, ``(N, G, S, D)``, or ``None`` before the first step.
+        length: the number of tokens seen so far, the position of the next token.
 
     Shape:
         ``update(key, value)``: ``key``, ``value`` ``(N, G, L_new, D)``; returns the keys and

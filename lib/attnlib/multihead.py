@@ -137,9 +137,10 @@ class MultiHeadAttention(nn.Module):
             multi-head attention, ``G = 1`` multi-query attention. ``G`` must divide ``H``.
 
     Attributes:
-        q_proj: ``nn.Linear(E, H*D)``; k_proj: ``nn.Linear(kdim, G*D)``; v_proj:
-        ``nn.Linear(vdim, G*D)``; out_proj: ``nn.Linear(H*D, E)``. With the defaults all four
-        are ``(E, E)``.
+        q_proj: ``nn.Linear(E, H*D)``.
+        k_proj: ``nn.Linear(kdim, G*D)``.
+        v_proj: ``nn.Linear(vdim, G*D)``.
+        out_proj: ``nn.Linear(H*D, E)``. With the defaults all four are ``(E, E)``.
 
     Shape:
         - ``query``: ``(L, E)`` or ``(N, L, E)``; ``key``: ``(S, kdim)`` or ``(N, S, kdim)``;

@@ -10,8 +10,8 @@ from torch import Tensor
 
 __all__ = ["BOS", "EOS", "Vocabulary", "tokenize"]
 
-BOS = 0  # index of the beginning-of-sequence token
-EOS = 1  # index of the end-of-sequence token
+BOS = 0  #: index of the beginning-of-sequence token
+EOS = 1  #: index of the end-of-sequence token
 
 
 def tokenize(sentence: str) -> list[str]:
