@@ -36,11 +36,11 @@ import ast
 import importlib
 import inspect
 import json
-import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import yaml
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -129,17 +129,17 @@ def scan_notebook(path: Path) -> set[str]:
     return used
 
 
-def page_label(path: Path) -> str | None:
-    """``"chapter 3"`` for a notebook titled ``# 3. ...``; None when its title has no number."""
-    notebook = json.loads(Path(path).read_text(encoding="utf-8"))
-    for cell in notebook.get("cells", []):
-        if cell.get("cell_type") == "markdown":
-            source = cell.get("source", "")
-            source = source if isinstance(source, str) else "".join(source)
-            match = re.search(r"^# +(\d+)\.\s", source, flags=re.MULTILINE)
-            if re.search(r"^# ", source, flags=re.MULTILINE):
-                return f"chapter {match.group(1)}" if match else None
-    return None
+def chapter_numbers(toc_path: Path) -> dict[str, int]:
+    """docname -> chapter number, as the book numbers them: the chapters of the parts of
+    ``_toc.yml`` marked ``numbered: true``, counted 1, 2, ... across those parts (as
+    sphinx-multitoc-numbering does). Pages of unnumbered parts are absent."""
+    toc = yaml.safe_load(Path(toc_path).read_text(encoding="utf-8"))
+    numbers: dict[str, int] = {}
+    for part in toc.get("parts", []):
+        if part.get("numbered"):
+            for chapter in part.get("chapters", []):
+                numbers[chapter["file"]] = len(numbers) + 1
+    return numbers
 
 
 # ---- names and objects ------------------------------------------------------------------
@@ -222,7 +222,8 @@ def _usage(app: Sphinx) -> dict[str, list[str]]:
         if docname is None or docname not in env.found_docs:
             continue  # not in the book (only_build_toc_files)
         app._api_notebooks[docname] = path
-        app._api_labels[docname] = page_label(path)
+        number = chapter_numbers(Path(app.srcdir) / "_toc.yml").get(docname)
+        app._api_labels[docname] = f"chapter {number}" if number else None
         for dotted in scan_notebook(path):
             for key in counts_for(dotted):
                 usage.setdefault(key, [])

@@ -79,10 +79,27 @@ def test_imports_carry_over_from_cell_to_cell(api_usage):
     assert api_usage.scan_code("attnlib.softmax(x)", {}) == set()  # never imported
 
 
-def test_page_label(api_usage, fake_notebook, tmp_path):
-    assert api_usage.page_label(fake_notebook) == "chapter 7"
-    appendix = write_notebook(tmp_path / "a.ipynb", [("markdown", "# Appendix: seeds\n")])
-    assert api_usage.page_label(appendix) is None
+def test_chapter_numbers_follow_the_numbered_parts_of_the_toc(api_usage, tmp_path):
+    toc = tmp_path / "_toc.yml"
+    toc.write_text(
+        "format: jb-book\nroot: intro\nparts:\n"
+        "  - caption: A\n    numbered: true\n    chapters:\n"
+        "      - file: chapters/01_a\n      - file: chapters/02_b\n"
+        "  - caption: B\n    numbered: true\n    chapters:\n      - file: chapters/03_c\n"
+        "  - caption: Look up\n    chapters:\n      - file: chapters/notation\n"
+    )
+    assert api_usage.chapter_numbers(toc) == {
+        "chapters/01_a": 1,
+        "chapters/02_b": 2,
+        "chapters/03_c": 3,
+    }
+
+
+def test_the_books_toc_numbers_the_eleven_chapters(api_usage):
+    numbers = api_usage.chapter_numbers(Path(__file__).parents[1] / "_toc.yml")
+    assert numbers["chapters/03_scaled_dot_product_attention"] == 3
+    assert numbers["chapters/11_inference"] == 11
+    assert "chapters/api" not in numbers
 
 
 def test_names_count_for_the_object_and_its_module(api_usage):
