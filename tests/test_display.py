@@ -11,7 +11,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from attnlib import display  # noqa: E402
 from attnlib.display import plot_heads, plot_weights, print_weights  # noqa: E402
+
+SHIP = "I must go back to my ship and to my crew".split()
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +87,8 @@ def test_plot_heads():
     assert [ax.get_title() for ax in heatmaps] == ["head 0", "head 1", "head 2"]
     for h, ax in enumerate(heatmaps):
         assert [t.get_text() for t in ax.get_xticklabels()] == cols
-        assert [t.get_text() for t in ax.get_yticklabels()] == rows
+        # the rows are the same along a row of the grid: labelled on its first panel only
+        assert [t.get_text() for t in ax.get_yticklabels()] == (rows if h == 0 else [])
         assert len(ax.texts) == 20
         assert ax.texts[0].get_text() == f"{w[h, 0, 0].item():.2f}"
         np.testing.assert_allclose(ax.images[0].get_array(), w[h].numpy())
@@ -262,20 +266,114 @@ def test_plot_heads_more_columns_than_heads():
     fig = plot_heads(torch.rand(2, 3, 3), ["a", "b", "c"], ncols=10)
     assert len([ax for ax in fig.axes if ax.images]) == 2
     assert all(ax.get_visible() for ax in fig.axes)
-    assert fig.get_size_inches()[0] <= 16.0
+    assert fig.get_size_inches()[0] <= display.MAX_WIDTH
 
 
-@pytest.mark.parametrize(("n", "m"), [(1, 50), (50, 2), (60, 60)])
+@pytest.mark.parametrize(("n", "m"), [(1, 50), (50, 2), (60, 60), (3, 3)])
 def test_plot_heads_figure_size_is_bounded(n, m):
     # Before: (1, 50) gave a figure 0.16 inch tall (constrained layout collapsed, with a
-    # warning) and (50, 2) one 75 inches tall.
+    # warning), (50, 2) one 75 inches tall, and 3 heads of 11 words one 16 inches wide,
+    # shrunk to half size (6 px labels) in the page's column.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fig = plot_heads(torch.rand(2, n, m), list(range(n)), list(range(m)))
+        fig.canvas.draw()  # constrained layout runs without a warning
     width, height = fig.get_size_inches()
-    assert width <= 16.0
-    panel = width / 2
-    assert panel / 3 - 1e-9 <= height <= 3 * panel + 1e-9
+    assert 2.0 <= width <= display.MAX_WIDTH + 1e-9
+    assert 1.0 <= height <= display.MAX_HEIGHT + 1e-9
+
+
+COLUMN_PX = 720  # the content column of a 1280 px page (sphinx-book-theme, both sidebars)
+
+
+def shown_px(fig, text):
+    """The height in pixels of ``text``'s font once the figure (drawn at the inline
+    backend's 100 dpi) is scaled down to fit the column."""
+    width_px = fig.get_size_inches()[0] * 100
+    return text.get_fontsize() * 100 / 72 * min(1.0, COLUMN_PX / width_px)
+
+
+@pytest.mark.parametrize("words", [SHIP, [f"{i}: {7 * i % 13}" for i in range(40)]])
+@pytest.mark.parametrize("heads", [2, 5])
+def test_plot_heads_labels_are_readable_at_the_column_width(words, heads):
+    w = torch.softmax(torch.randn(heads, len(words), len(words)), dim=-1)
+    fig = plot_heads(w, words, ncols=3)
+    fig.canvas.draw()
+    heatmaps = [ax for ax in fig.axes if ax.images]
+    for h, ax in enumerate(heatmaps):
+        labels = ax.get_xticklabels() + ax.get_yticklabels() + [ax.title]
+        assert all(shown_px(fig, t) >= 11 for t in labels)
+        xlabels = [t.get_text() for t in ax.get_xticklabels()]
+        assert xlabels and set(xlabels) <= set(words) and xlabels[0] == words[0]
+        if h % 3 == 0:  # first panel of a row of the grid: the row labels
+            assert [t.get_text() for t in ax.get_yticklabels()][0] == words[0]
+        # neighbouring tick labels do not overlap: horizontal ones by their boxes, rotated
+        # ones (parallel lines) by the distance between them across the text
+        for axis in (ax.get_xticklabels(), ax.get_yticklabels()):
+            boxes = [t.get_window_extent() for t in axis]
+            if not axis:  # the row labels, on the first panel of the row only
+                continue
+            if axis[0].get_rotation() == 0:
+                assert not any(a.overlaps(b) for a, b in zip(boxes, boxes[1:]))
+            else:
+                sin = math.sin(math.radians(axis[0].get_rotation()))
+                gap = min(b.x1 - a.x1 for a, b in zip(boxes, boxes[1:])) * sin
+                assert gap >= axis[0].get_fontsize() * fig.dpi / 72
+    if len(words) == 11:  # the Odyssey sentence: every word is shown
+        assert all(len(ax.get_xticklabels()) == 11 for ax in heatmaps)
+    else:  # 40 labels: thinned to every k-th, k > 1
+        assert all(1 < len(ax.get_xticklabels()) < 40 for ax in heatmaps)
+
+
+def test_plot_heads_one_colour_scale_for_attention_weights():
+    # Before: each panel had its own scale and colour bar, so a flat head (weights near
+    # 1/6) looked as contrasted as a sharp one.
+    flat = torch.full((6, 6), 1 / 6) + 0.01 * torch.rand(6, 6)
+    sharp = torch.eye(6) * 0.9 + 0.02
+    fig = plot_heads(torch.stack([flat, sharp]), SHIP[:6])
+    heatmaps = [ax for ax in fig.axes if ax.images]
+    norms = [ax.images[0].norm for ax in heatmaps]
+    assert [(n.vmin, n.vmax) for n in norms] == [(0.0, 1.0), (0.0, 1.0)]
+    assert norms[1] is norms[0]  # one scale, not two equal ones
+    bars = [ax for ax in fig.axes if not ax.images]
+    assert len(bars) == 1 and bars[0] is heatmaps[-1].images[0].colorbar.ax
+    assert bars[0].get_ylim() == pytest.approx((0.0, 1.0))
+
+
+def test_plot_heads_one_colour_scale_for_other_values():
+    # scores, biases: the smallest and largest finite values over all heads
+    w = torch.tensor([[[-3.0, 0.0], [1.0, 2.0]], [[0.5, math.inf], [-math.inf, 5.0]]])
+    fig = plot_heads(w, AB)
+    norms = {(ax.images[0].norm.vmin, ax.images[0].norm.vmax) for ax in fig.axes if ax.images}
+    assert norms == {(-3.0, 5.0)}
+    assert len([ax for ax in fig.axes if not ax.images]) == 1
+
+
+@pytest.mark.parametrize(
+    ("vmin", "vmax", "limits"),
+    [(None, None, (0.0, 1.0)), (0.2, None, (0.2, 1.0)), (None, 0.5, (0.0, 0.5)), (-1, 2, (-1, 2))],
+)
+def test_plot_heads_colour_scale_override(vmin, vmax, limits):
+    fig = plot_heads(torch.rand(3, 2, 2) * 0.5 + 0.25, AB, vmin=vmin, vmax=vmax)
+    norms = {(ax.images[0].norm.vmin, ax.images[0].norm.vmax) for ax in fig.axes if ax.images}
+    assert len(norms) == 1 and norms.pop() == pytest.approx(limits)
+
+
+def test_plot_heads_values_only_when_they_fit():
+    small = plot_heads(torch.rand(2, 6, 6), SHIP[:6], digits=2)
+    assert all(len(ax.texts) == 36 for ax in small.axes if ax.images)
+    for ax in small.axes:
+        assert all(shown_px(small, t) >= 10 for t in ax.texts)
+    words = [str(i) for i in range(30)]
+    big = plot_heads(torch.rand(2, 30, 30), words, digits=2)  # cells of ~0.12 inch
+    assert all(len(ax.texts) == 0 for ax in big.axes)
+
+
+def test_plot_heads_long_titles_are_wrapped():
+    fig = plot_heads(torch.rand(3, 4, 4), list("abcd"), titles=["head 0 (random, untrained)"] * 3)
+    fig.canvas.draw()
+    boxes = [ax.title.get_window_extent() for ax in fig.axes if ax.images]
+    assert not any(a.overlaps(b) for a, b in zip(boxes, boxes[1:]))
 
 
 def test_plot_heads_digits_and_nan():
@@ -491,6 +589,15 @@ BAD_HEADS = [
         r"weights must have shape \(len\(rows\)=2, len\(cols\)=3\); got \(2, 2, 2\)",
     ),
     ((W3, 7), {}, TypeError, r"rows must be a list of labels \(str or int\), one per row; got int"),
+    ((W3, AB), {"vmin": 1, "vmax": 0}, ValueError, r"vmin must be < vmax; got vmin=1, vmax=0"),
+    ((W3, AB), {"vmin": math.nan}, ValueError, r"vmin must be a finite number or None; got nan"),
+    ((W3, AB), {"vmax": "1"}, TypeError, r"vmax must be a number or None; got str '1'"),
+    (
+        (W3 - 2, AB),
+        {"vmin": 0},  # every value is below 0: nothing to show
+        ValueError,
+        r"vmin must be below the largest finite value of weights, -1.\d+; got vmin=0 ",
+    ),
 ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import textwrap
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -19,6 +20,11 @@ from attnlib._checks import shape_str
 __all__ = ["plot_heads", "plot_weights", "print_weights"]
 
 MAX_CELLS_WITH_VALUES = 400  # plot_weights writes the values only up to this many cells
+# plot_heads: sizes in inches and points. At most 8.5 inches (850 px at the inline backend's
+# 100 dpi) wide, the figure is shrunk by at most 0.85 into the ~720 px column of a 1280 px
+# page, so 10 pt tick labels stay at least 11.8 px tall.
+MAX_WIDTH, MAX_HEIGHT, MAX_CELL, MIN_PANEL_H = 8.5, 11.0, 0.45, 0.8
+TICK_PT, VALUE_PT = 10, 8
 
 
 def _as_array(weights) -> np.ndarray:
@@ -115,26 +121,24 @@ def _check_limit(name: str, value) -> float | None:
     return float(value)
 
 
-def _colour_limits(weights: np.ndarray, vmin, vmax) -> tuple[float, float]:
-    """The ends of the colour scale, ``vmin < vmax``: those given, else the smallest and
-    largest finite values of the matrix (0 and 1 if it has none)."""
+def _colour_limits(weights: np.ndarray, vmin, vmax, default=None) -> tuple[float, float]:
+    """The ends of the colour scale, ``vmin < vmax``: those given, else ``default`` if
+    given, else the smallest and largest finite values of ``weights`` (0 and 1 if none)."""
     vmin, vmax = _check_limit("vmin", vmin), _check_limit("vmax", vmax)
     if vmin is not None and vmax is not None:
         if vmin >= vmax:
             raise ValueError(f"vmin must be < vmax; got vmin={vmin:g}, vmax={vmax:g}")
         return vmin, vmax
     finite = weights[np.isfinite(weights)]
-    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if default:  # the default ends of the scale, not of the data
+        (lo, hi), top, bottom = default, "the top of the scale", "the bottom of the scale"
+    else:
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        top, bottom = "the largest finite value of weights", "the smallest finite value of weights"
     if vmin is not None and vmin >= hi:
-        raise ValueError(
-            f"vmin must be below the largest finite value of weights, {hi:g}; got vmin={vmin:g} "
-            "(give vmax too)"
-        )
+        raise ValueError(f"vmin must be below {top}, {hi:g}; got vmin={vmin:g} (give vmax too)")
     if vmax is not None and vmax <= lo:
-        raise ValueError(
-            f"vmax must be above the smallest finite value of weights, {lo:g}; got vmax={vmax:g} "
-            "(give vmin too)"
-        )
+        raise ValueError(f"vmax must be above {bottom}, {lo:g}; got vmax={vmax:g} (give vmin too)")
     return (lo if vmin is None else vmin), (hi if vmax is None else vmax)
 
 
@@ -143,6 +147,23 @@ def _check_plottable(weights: np.ndarray, what: str) -> None:
         raise ValueError(
             f"weights must have at least {what} to plot; got {shape_str(weights.shape)}"
         )
+
+
+def _draw(ax, weights, digits, cmap, norm, fontsize, aspect="auto"):
+    """The heatmap of one matrix in ``ax`` on the colour scale ``norm`` (a matplotlib
+    ``Normalize``), each cell with its value unless ``digits`` is None; returns the image."""
+    image = ax.imshow(weights, cmap=cmap, norm=norm, aspect=aspect)
+    if digits is not None:
+        middle = (norm.vmin + norm.vmax) / 2
+        for (i, j), v in np.ndenumerate(weights):
+            if np.isnan(v):  # leave the cell blank
+                continue
+            # dark cells get white text; infinite cells are not coloured: black text
+            colour = "black" if not np.isfinite(v) or v > middle else "white"
+            ax.text(
+                j, i, f"{v:.{digits}f}", ha="center", va="center", color=colour, fontsize=fontsize
+            )
+    return image
 
 
 def print_weights(weights, rows: Sequence[str], cols: Sequence[str] | None = None, digits=2):
@@ -251,6 +272,7 @@ def plot_weights(
 
     import matplotlib.pyplot as plt
     from matplotlib.axes import Axes
+    from matplotlib.colors import Normalize
 
     if ax is not None and not isinstance(ax, Axes):
         raise TypeError(
@@ -263,59 +285,101 @@ def plot_weights(
             min(9.0, max(2.5, 0.45 * len(rows) + 1.0)),
         )
         _, ax = plt.subplots(figsize=size, layout="constrained")
-    image = ax.imshow(
-        weights, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto" if len(cols) > 20 else None
-    )
+    if len(rows) * len(cols) > MAX_CELLS_WITH_VALUES:
+        digits = None
+    norm = Normalize(vmin, vmax)
+    image = _draw(ax, weights, digits, cmap, norm, 7, "auto" if len(cols) > 20 else None)
     ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right", rotation_mode="anchor")
     ax.set_yticks(range(len(rows)), rows)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    if digits is not None and len(rows) * len(cols) <= MAX_CELLS_WITH_VALUES:
-        middle = (vmin + vmax) / 2
-        for i in range(len(rows)):
-            for j in range(len(cols)):
-                v = weights[i, j]
-                if np.isnan(v):  # leave the cell blank
-                    continue
-                # dark cells get white text; infinite cells are not coloured: black text
-                colour = "black" if not np.isfinite(v) or v > middle else "white"
-                ax.text(j, i, f"{v:.{digits}f}", ha="center", va="center", color=colour, fontsize=7)
     if title is not None:
         ax.set_title(title)
     ax.figure.colorbar(image, ax=ax, shrink=0.8)
     return ax
 
 
-def plot_heads(weights, rows, cols=None, titles=None, digits=None, ncols=None):
-    """One heatmap per head, side by side.
+def _layout(rows, cols, titles, ncols, nrows):
+    """Cell sizes (inches), label steps and rotation, wrapped titles and figure size of a
+    grid of heatmaps whose labels stay readable once scaled to the page's column."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    measure, font = TextToPath().get_text_width_height_descent, FontProperties(size=TICK_PT)
+
+    def widest(labels):  # inches, measured in the font the labels are drawn in
+        return max(measure(s, font, ismath=False)[0] for s in labels) / 72
+
+    charw = 0.6 * TICK_PT / 72  # a DejaVu Sans character is about 0.6 em wide on average
+    line = 1.25 * TICK_PT / 72  # the room one label needs across its axis
+    left = 0.55 + widest(rows)  # y labels and the "query" label
+    gaps = 0.9 + 0.25 * (ncols - 1)  # the colour bar and the space between panels
+    cell_w = min(MAX_CELL, (MAX_WIDTH - left - gaps) / (ncols * len(cols)))
+    wide = widest(cols)
+    # horizontal if the labels fit side by side, else 45 degrees (sqrt(2) lines apart),
+    # else 90 degrees; only every xstep-th label if even that is too tight
+    rotation = 0 if wide + 0.1 <= cell_w else 45 if 1.42 * line <= cell_w else 90
+    xstep = 1 if rotation == 0 else math.ceil((1.42 if rotation == 45 else 1) * line / cell_w)
+    below = 0.15 + (line, 0.71 * (wide + line), wide)[rotation // 45]  # the x labels
+    width = max(8, int(cell_w * len(cols) / (charw * 1.1)))  # title characters per line
+    titles = [textwrap.fill(t, width) for t in titles]
+    per_row = below + 0.2 + 1.4 * line * max(t.count("\n") + 1 for t in titles)
+    panel_h = min(len(rows) * cell_w, (MAX_HEIGHT - 0.4) / nrows - per_row)
+    panel_h = max(panel_h, min(MIN_PANEL_H, 0.5 * len(rows)))
+    cell_h = panel_h / len(rows)
+    ystep = max(1, math.ceil(line / cell_h))
+    size = (left + gaps + ncols * cell_w * len(cols), 0.4 + nrows * (panel_h + per_row))
+    return cell_w, cell_h, xstep, ystep, rotation, titles, size
+
+
+def plot_heads(
+    weights, rows, cols=None, titles=None, digits=None, ncols=None, *, vmin=None, vmax=None
+):
+    """One heatmap per head on one shared colour scale, with a single colour bar.
+
+    Every panel uses the same scale, so equal colours mean equal numbers from one head to
+    the next (a scale per panel makes noise in a flat head look like structure). The figure
+    grows with the number of words, up to a width that stays readable in the page's column
+    (~720 px at 1280 px): 10 pt labels, rotated if they do not fit side by side, only every
+    k-th shown if there are too many; values written in the cells only if they fit at 8 pt.
 
     Args:
         weights: ``(H, n, m)`` per-head weights (``average_attn_weights=False`` in PyTorch),
-            with at least one head, one row and one column.
+            with at least one head, one row and one column; NaN cells are drawn blank.
         rows, cols: labels, each a ``str`` or an ``int`` (``cols`` defaults to ``rows``).
         titles: exactly ``H`` titles (strings), one per head; default ``"head 0"``, ...
         digits: decimals in the cells, an ``int >= 0``, or ``None`` (the default): no values.
         ncols: heads per row of the grid, an ``int >= 1`` (default ``min(H, 4)``); more
             columns than heads gives a single row of ``H``.
+        vmin, vmax: the ends of the shared colour scale (keyword only). Default: 0 and 1
+            when every finite value lies in ``[0, 1]`` (attention weights), else the
+            smallest and largest finite values over all heads. The colours are viridis's
+            (colour-blind safe).
 
     Returns:
-        The matplotlib ``Figure``: at most 16 inches wide, each heatmap at most three times
-        as tall as it is wide and at least a third as tall.
+        The matplotlib ``Figure``, at most 8.5 inches wide. Its heatmaps are the axes that
+        hold an image; the last axes is the colour bar.
 
     Shape:
         ``weights``: ``(H, n, m)`` with ``n = len(rows)``, ``m = len(cols)``.
 
     Raises:
         TypeError: if ``weights`` is not a tensor, array or nested list of real numbers, the
-            labels or ``titles`` are not lists of strings (``int`` labels allowed), or
-            ``ncols`` or ``digits`` is not an int.
+            labels or ``titles`` are not lists of strings (``int`` labels allowed),
+            ``ncols`` or ``digits`` is not an int, or ``vmin``/``vmax`` is not a number.
         ValueError: if ``weights`` is not 3-D or is empty, its shape does not match the
-            labels, the number of titles is not ``H``, ``ncols < 1`` or ``digits < 0``.
+            labels, the number of titles is not ``H``, ``ncols < 1``, ``digits < 0``,
+            ``vmin`` or ``vmax`` is not finite, or ``vmin >= vmax``.
 
     Example:
         >>> fig = plot_heads(torch.rand(3, 4, 4), ["a", "b", "c", "d"])
-        >>> [ax.get_title() for ax in fig.axes if ax.images]
+        >>> heatmaps = [ax for ax in fig.axes if ax.images]
+        >>> [ax.get_title() for ax in heatmaps]
         ['head 0', 'head 1', 'head 2']
+        >>> sorted({ax.images[0].get_clim() for ax in heatmaps})  # one scale for all
+        [(0.0, 1.0)]
+        >>> len(fig.axes) - len(heatmaps)  # one colour bar
+        1
     """
     weights, rows, cols = _as_matrix(weights, rows, cols, ranks=(3,))
     _check_plottable(weights, "one head, one row and one column")
@@ -346,19 +410,37 @@ def plot_heads(weights, rows, cols=None, titles=None, digits=None, ncols=None):
         )
     elif ncols < 1:
         raise ValueError(f"ncols must be >= 1 (heads per row of the grid); got {ncols}")
+    finite = weights[np.isfinite(weights)]
+    probabilities = finite.size == 0 or (finite.min() >= 0 and finite.max() <= 1)
+    vmin, vmax = _colour_limits(weights, vmin, vmax, (0.0, 1.0) if probabilities else None)
     ncols = min(int(ncols), heads)
     nrows = -(-heads // ncols)
+    cell_w, cell_h, xstep, ystep, rotation, titles, size = _layout(rows, cols, titles, ncols, nrows)
+    if digits is not None:
+        shown = [f"{v:.{digits}f}" for v in finite] + ["-inf"] * bool(np.isinf(weights).any())
+        text_w = 0.6 * VALUE_PT / 72 * max(map(len, shown), default=0) + 0.06  # inches
+        if text_w > cell_w or 1.3 * VALUE_PT / 72 > cell_h:
+            digits = None  # the values would overflow their cells: colours only
 
     import matplotlib.pyplot as plt
+    from matplotlib.colors import Normalize
 
-    w = min(max(3.0, 0.45 * len(cols) + 1.5), 16.0 / ncols)  # at most 16 inches wide in all
-    h = w * min(max(len(rows) / len(cols), 1 / 3), 3.0)  # neither a sliver nor a tower
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=(w * ncols, h * nrows), layout="constrained", squeeze=False
-    )
-    for head, ax in enumerate(axes.flat):
-        if head >= heads:
-            ax.set_visible(False)
-            continue
-        plot_weights(weights[head], rows, cols, ax=ax, title=titles[head], digits=digits)
+    norm = Normalize(vmin, vmax)  # one object: every panel and the colour bar share it
+    fig, axes = plt.subplots(nrows, ncols, figsize=size, layout="constrained", squeeze=False)
+    for ax in axes.flat[heads:]:
+        ax.set_visible(False)
+    for head, ax in enumerate(axes.flat[:heads]):
+        image = _draw(ax, weights[head], digits, "viridis", norm, VALUE_PT)
+        ax.set_title(titles[head], fontsize=TICK_PT + 1)
+        xs, ys = range(0, len(cols), xstep), range(0, len(rows), ystep)
+        ax.set_xticks(xs, [cols[j] for j in xs], fontsize=TICK_PT, rotation=rotation)
+        for label in ax.get_xticklabels():  # the end of a rotated label at its tick
+            label.set(ha="right" if rotation else "center", rotation_mode="anchor")
+            label.set_verticalalignment("center" if rotation == 90 else "top")
+        ax.set_yticks(ys, [rows[i] for i in ys], fontsize=TICK_PT)
+        ax.tick_params(axis="y", labelleft=head % ncols == 0)  # rows are shared along a row
+    bar = fig.colorbar(image, ax=axes.flat[:heads].tolist(), shrink=min(1.0, 0.4 + 0.3 * nrows))
+    bar.ax.tick_params(labelsize=TICK_PT)
+    fig.supxlabel("key", fontsize=TICK_PT + 1)
+    fig.supylabel("query", fontsize=TICK_PT + 1)
     return fig
