@@ -20,7 +20,7 @@ def tokenize(sentence: str) -> list[str]:
     ``tokenize(s) == s.lower().split()``: GloVe 6B is lower-cased, and its punctuation is
     split off as separate tokens, so write ``"ship ."`` rather than ``"ship."``. Any white
     space separates words (tabs, line breaks, and Unicode spaces such as U+00A0 and U+3000);
-    punctuation stays attached (``"fine,"`` is one word). :class:`Vocabulary` and
+    punctuation stays attached (``"fine,"`` is one word). :class:`~attnlib.tokenizer.Vocabulary` and
     :meth:`attnlib.Embeddings.matrix` split with this function.
 
     Args:
