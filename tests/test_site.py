@@ -555,3 +555,262 @@ def test_explorer_fetches_little_and_only_from_the_site(explorer):
     data = sum(size for url, size in explorer.sizes.items() if "/_static/explorer/" in url)
     assert 0 < data <= EXPLORER_MAX_BYTES, f"the explorer fetched {data} bytes"
     _assert_clean(explorer)
+
+
+# ---- the book's structure: numbered parts, figures, exercises, widths, licence -------------
+
+
+def numbered_chapters() -> dict[str, int]:
+    """docname -> chapter number: the chapters of the numbered parts of _toc.yml, counted
+    1, 2, ... across the parts."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    numbers: dict[str, int] = {}
+    for part in toc.get("parts", []):
+        for chapter in part.get("chapters", []) if part.get("numbered") else []:
+            numbers[chapter["file"]] = len(numbers) + 1
+    return numbers
+
+
+def exercises_in(notebook: Path) -> int:
+    """How many sphinx-exercise exercises a notebook's markdown cells hold."""
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    return sum(
+        "".join(cell["source"]).count("```{exercise}")
+        for cell in nb["cells"]
+        if cell["cell_type"] == "markdown"
+    )
+
+
+NUMBERED = numbered_chapters()
+CHAPTER_PAGES = [page for page in PAGES if source_of(page).suffix == ".ipynb"]
+
+LAYOUT_REPORT = r"""() => {
+    const article = document.querySelector('article') || document.body;
+    const shown = el => el.offsetParent !== null && el.getBoundingClientRect().height > 0;
+    const h1 = article.querySelector('h1');
+    const number = h1 && h1.querySelector('.section-number');
+    const heading = h1 ? h1.cloneNode(true) : null;
+    if (heading) heading.querySelectorAll('.section-number, .headerlink').forEach(e => e.remove());
+    return {
+        number: number ? number.textContent.trim() : null,
+        title: heading ? heading.textContent.trim() : null,
+        figures: [...article.querySelectorAll('figure')].map(f => ({
+            number: (f.querySelector('figcaption .caption-number') || {}).textContent || '',
+            caption: (f.querySelector('figcaption .caption-text') || {}).textContent || '',
+        })),
+        loose_images: [...article.querySelectorAll('.cell_output img')]
+            .filter(img => !img.closest('figure')).length,
+        exercises: [...article.querySelectorAll('.exercise.admonition')].map(e =>
+            (e.querySelector('.caption-number') || {}).textContent || ''),
+        solutions_shown: [...article.querySelectorAll('.solution.admonition')].map(s =>
+            [...s.children].filter(c => !c.classList.contains('admonition-title')).some(shown)),
+        too_wide: [...article.querySelectorAll('pre, table')]
+            .filter(el => shown(el) && el.scrollWidth > el.clientWidth + 1)
+            .map(el => el.textContent.trim().split('\n')[0].slice(0, 80)),
+        footer: [...document.querySelectorAll('footer')].map(f => f.textContent).join(' '),
+    };
+}"""
+
+
+def test_toc_is_in_numbered_parts(browser, site_url):
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    assert [part["numbered"] for part in toc["parts"][:3]] == [True, True, True]
+    visit = PageVisit(browser, site_url, "intro")
+    try:
+        visit.tab.goto(visit.url, wait_until="load")
+        captions = visit.tab.eval_on_selector_all(
+            "nav.bd-links p.caption .caption-text", "els => els.map(e => e.textContent.trim())"
+        )
+        assert captions == [part["caption"] for part in toc["parts"]]
+        links = visit.tab.eval_on_selector_all(
+            "nav.bd-links a.reference", "els => els.map(e => e.textContent.trim())"
+        )
+        assert "3. Scaled dot-product attention" in links, links
+        assert not [t for t in links if re.match(r"\d+\. \d+\.", t)], "a number twice"
+    finally:
+        visit.close()
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES)
+def test_chapter_is_numbered_captioned_and_fits_the_column(browser, site_url, page):
+    """At 1280 px: the title carries the TOC's number (once); every figure has a number
+    and a caption, and every plot is a figure; every exercise is numbered in the chapter's
+    own series and its solution starts collapsed; no code, output or table is wider than
+    the column, with every solution open too; the footer gives the licence."""
+    source = source_of(page)
+    visit = PageVisit(browser, site_url, page)
+    try:
+        tab = visit.tab
+        tab.goto(visit.url, wait_until="load")
+        report = tab.evaluate(LAYOUT_REPORT)
+        number = NUMBERED.get(page)
+        if number is not None:
+            assert report["number"] == f"{number}.", report["number"]
+            prefix = f"{number}."
+        else:
+            prefix = ""
+        assert not re.match(r"\d", report["title"] or ""), f"a number in the title: {report}"
+
+        assert report["loose_images"] == 0, "plots outside a numbered figure"
+        for figure in report["figures"]:
+            assert re.fullmatch(rf"Fig\. {re.escape(prefix)}\d+ ?", figure["number"]), figure
+            assert len(figure["caption"].strip()) > 10, f"no caption: {figure}"
+
+        expected = exercises_in(source)
+        assert len(report["exercises"]) == expected, (report["exercises"], expected)
+        assert report["exercises"] == [f"Exercise {prefix}{k} " for k in range(1, expected + 1)], (
+            report["exercises"]
+        )
+        assert len(report["solutions_shown"]) == expected, "an exercise without a solution"
+        assert not any(report["solutions_shown"]), "a solution is open before it is clicked"
+        assert not report["too_wide"], f"wider than the column: {report['too_wide']}"
+        tab.evaluate(
+            "() => document.querySelectorAll('.solution.admonition .toggle-button')"
+            ".forEach(b => b.click())"
+        )
+        opened = tab.evaluate(LAYOUT_REPORT)
+        assert all(opened["solutions_shown"]), "a solution does not open"
+        assert not opened["too_wide"], f"wider than the column: {opened['too_wide']}"
+        assert "CC BY 4.0" in report["footer"], report["footer"]
+        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
+    finally:
+        visit.close()
+
+
+# ---- the API reference --------------------------------------------------------------------
+
+API_PAGE = "chapters/api"
+
+# DESIGN.md's `attnlib` table, as the ids autodoc gives each entry's <dt>.
+API_NAMES = [
+    "attnlib.Embeddings",
+    "attnlib.Embeddings.matrix",
+    "attnlib.Embeddings.most_similar",
+    "attnlib.load_glove",
+    "attnlib.read_glove_text",
+    "attnlib.tokenize",
+    "attnlib.cosine_similarity",
+    "attnlib.cosine_matrix",
+    "attnlib.softmax",
+    "attnlib.attention_weights",
+    "attnlib.scaled_dot_product_attention",
+    "attnlib.causal_mask",
+    "attnlib.SelfAttention",
+    "attnlib.SelfAttention.forward",
+    "attnlib.MultiHeadAttention",
+    "attnlib.MultiHeadAttention.forward",
+    "attnlib.NaiveMultiHeadAttention",
+    "attnlib.NaiveMultiHeadAttention.forward",
+    "attnlib.convert.from_torch",
+    "attnlib.convert.to_torch",
+    "attnlib.convert.from_keras",
+    "attnlib.convert.to_keras",
+    "attnlib.convert.naive_from_fused",
+    "attnlib.convert.fused_from_naive",
+    "attnlib.efficient.tiled_attention",
+    "attnlib.display.print_weights",
+    "attnlib.display.plot_weights",
+    "attnlib.display.plot_heads",
+    "attnlib.positions.sinusoidal_encoding",
+    "attnlib.positions.rotary_embedding",
+    "attnlib.positions.alibi_bias",
+    "attnlib.decoding.KVCache",
+    "attnlib.decoding.sliding_window_mask",
+    "attnlib.GloVe",
+    "attnlib.GloVe.get_vecs_by_tokens",
+    "attnlib.tokenizer.Vocabulary",
+    "attnlib.tokenizer.Vocabulary.encode",
+    "attnlib.tokenizer.Vocabulary.decode",
+]
+# The modules of DESIGN.md's table: automodule gives each an anchor id "module-<name>".
+API_MODULES = [
+    "attnlib.embeddings",
+    "attnlib.similarity",
+    "attnlib.attention",
+    "attnlib.multihead",
+    "attnlib.convert",
+    "attnlib.efficient",
+    "attnlib.display",
+    "attnlib.positions",
+    "attnlib.decoding",
+    "attnlib.tokenizer",
+]
+# "Used in" links that must be there (by file name: stable when chapters are renumbered).
+API_USED_IN = {
+    "attnlib.softmax": "03_scaled_dot_product_attention.html",
+    "attnlib.SelfAttention": "04_learned_projections.html",
+    "attnlib.NaiveMultiHeadAttention": "05_multihead_attention.html",
+    "attnlib.convert.from_torch": "06_pytorch_multihead_attention.html",
+    "attnlib.convert.from_keras": "07_keras_multihead_attention.html",
+    "attnlib.efficient.tiled_attention": "08_efficient_attention.html",
+    "attnlib.positions.alibi_bias": "09_positions.html",
+    "attnlib.decoding.KVCache": "11_inference.html",
+}
+
+
+def public_api_ids() -> list[str]:
+    """Every public name of attnlib, as the id the API page must have for it: each name of
+    attnlib.__all__ (a module as "module-attnlib.<name>"), and each name of a public module's
+    __all__ that is not already public at the top level."""
+    import inspect
+
+    import attnlib
+
+    ids = []
+    for name in attnlib.__all__:
+        obj = getattr(attnlib, name)
+        if not inspect.ismodule(obj):
+            ids.append(f"attnlib.{name}")
+            continue
+        ids.append(f"module-attnlib.{name}")
+        for member in obj.__all__:
+            if not (member in attnlib.__all__ and getattr(attnlib, member) is getattr(obj, member)):
+                ids.append(f"attnlib.{name}.{member}")
+    return ids
+
+
+def test_api_reference_lists_every_public_name(browser, site_url):
+    visit = PageVisit(browser, site_url, API_PAGE)
+    try:
+        tab = visit.tab
+        tab.goto(visit.url, wait_until="load")
+        for name in API_NAMES:
+            assert tab.locator(f'dt.sig-object[id="{name}"]').count() == 1, f"no entry {name}"
+        for module in API_MODULES:
+            assert tab.locator(f'[id="module-{module}"]').count() == 1, f"no module {module}"
+        missing = [i for i in public_api_ids() if tab.locator(f'[id="{i}"]').count() != 1]
+        assert not missing, f"public names missing from the API page: {missing}"
+        # Every module, class, function and constant (not methods) says where it is used.
+        for name in [i for i in public_api_ids() if not i.startswith("module-")]:
+            used = tab.locator(f'dt[id="{name}"] + dd > div.api-used-in')
+            assert used.count() == 1, f"{name} has no 'Used in' line"
+            assert used.inner_text().startswith("Used in:"), used.inner_text()
+        for module in API_MODULES:
+            anchor = f'[id="module-{module}"]'  # the section's id, or a target in it
+            used = tab.locator(f"section:is({anchor}, :has(> {anchor})) > div.api-used-in")
+            assert used.count() == 1, f"module {module} has no 'Used in' line"
+        for name, chapter in API_USED_IN.items():
+            link = tab.locator(f'dt[id="{name}"] + dd > div.api-used-in a[href="{chapter}"]')
+            assert link.count() == 1, f"{name}: no 'Used in' link to {chapter}"
+            assert re.fullmatch(r"chapter \d+", link.inner_text()), link.inner_text()
+        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
+    finally:
+        visit.close()
+
+
+# Needs the chapters linked by /work/notes/link_api.py (run it, then build, before this test).
+def test_chapters_link_names_to_the_api_reference():
+    ids = set(re.findall(r'\bid="([^"]+)"', (SITE / "chapters" / "api.html").read_text()))
+    for page, name in [
+        ("03_scaled_dot_product_attention", "attnlib.scaled_dot_product_attention"),
+        ("08_efficient_attention", "attnlib.efficient.tiled_attention"),
+        ("09_positions", "attnlib.positions.alibi_bias"),
+    ]:
+        html = (SITE / "chapters" / f"{page}.html").read_text(encoding="utf-8")
+        assert f'href="api.html#{name}"' in html, f"{page} does not link {name} to the API page"
+    broken = []
+    for html in sorted((SITE / "chapters").glob("*.html")):
+        for target in re.findall(r'href="api\.html#([^"]+)"', html.read_text(encoding="utf-8")):
+            if target not in ids:
+                broken.append(f"{html.name} -> api.html#{target}")
+    assert not broken, f"links to the API page with no such entry: {broken}"
