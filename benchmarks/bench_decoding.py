@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("--max-len", type=int, default=2048)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(_common.machine(), f"; E={E}, H={H}, batch 1, float32\n")
+    print(_common.machine() + f"; E={E}, H={H}, batch 1, float32\n")
     lengths = [s for s in (64, 128, 256, 512, 1024, 2048, 4096) if s <= args.max_len]
     medians = {"no cache": [], "cache": []}
     all_times = []
@@ -86,7 +86,7 @@ def main() -> None:
         times = _common.rounds(steps, "GQA step", f"S={S}", args.rounds, 0.05, args.threads)
     for name in steps:
         r = _common.ratio(times["G=8"], times[name])
-        line = _common.ratio_line(f"{name}: time G=8 / time {name}", r)
+        line = _common.ratio_line(f"time G=8 / time {name}", r)
         print(f"{name}: cache {nbytes[name] / 2**20:5.2f} MiB; {line}")
 
 
