@@ -5,8 +5,14 @@ extension adds it after the HTML builder has started: once as given (file name
 ``None``), once more re-read from the registry (file name ``""``), and the two do not
 compare equal. sphinx-thebe adds ``const THEBE_JS_URL = ...`` that way, so every page
 threw ``SyntaxError: Identifier 'THEBE_JS_URL' has already been declared`` in the
-browser. Fixed upstream by sphinx-doc/sphinx pull request 13402 (Sphinx 8), which Jupyter
-Book 1 (``sphinx~=7.0``) cannot use; this extension drops the second copy instead.
+browser. This extension drops the second copy.
+
+Upstream fix: sphinx-doc/sphinx pull request #13402, "Sphinx.add_js_file(): replace
+``None`` filename with ``''`` before passing to HTML builder" (commit 13d2899, changelog
+"#13402: Ensure inline <script> tags are written exactly once"), first released in
+**Sphinx 8.2.2** (March 2025). Remove this extension (and its line in ``_config.yml``)
+once the book builds with Sphinx >= 8.2.2; Jupyter Book 1.0.4.post1 requires
+``sphinx~=7.0`` (the book pins 7.4.7), so that means leaving Jupyter Book 1.
 
 Enabled in ``_config.yml`` under ``sphinx: local_extensions``.
 """

@@ -1,77 +1,50 @@
 """attnlib.MultiHeadAttention against torch.nn.MultiheadAttention with the same weights.
 
-Self-attention, ``N=8, L=256, E=512, H=8``, float32, ``eval()`` and ``torch.no_grad()``.
-The torch module is :func:`attnlib.convert.to_torch` of the attnlib one (same numbers); the
-outputs (and weights) are checked equal before anything is timed. Two modes:
+Self-attention, N=8, L=256, E=512, H=8, float32, eval() and no_grad(). The torch module is
+``attnlib.convert.to_torch`` of the attnlib one; outputs and weights are checked equal first.
+Two modes: **weights** (attnlib's per-head weights; torch with ``average_attn_weights`` True,
+its default, and False) and **no weights** (``need_weights=False`` for both: attnlib goes
+through ``F.scaled_dot_product_attention``). ``NaiveMultiHeadAttention`` is timed for reference.
+``--bias`` gives the modules biases, which sends torch's eval mode through its fused C++ path.
 
-- **weights**: attnlib returns per-head weights ``(N, H, L, S)``; torch with
-  ``need_weights=True`` and ``average_attn_weights=True`` (its default, weights averaged
-  over heads) and ``False`` (per head, the same tensor as attnlib's);
-- **no weights**: ``need_weights=False`` for both (attnlib goes through
-  ``F.scaled_dot_product_attention``).
-
-:class:`attnlib.NaiveMultiHeadAttention` (a list of heads) is timed for reference. Calls are
-interleaved (one call of each variant per round) to spread the machine's noise evenly.
-
-Goal: fused attnlib <= 1.05 x torch's time in both modes (against torch's faster variant
-in the weights mode). Ratios use the best time (least disturbed by other processes);
-medians are shown too.
-
-By default the modules have no biases (attnlib's default). With biases (``--bias``)
-torch's eval-mode fast path (``torch._native_multi_head_attention``, one C++ kernel) is
-used, which it is not without an ``in_proj_bias``.
+Goal: fused attnlib <= 1.05 x torch (in the weights mode, the faster torch variant), judged
+on the median over interleaved rounds of the per-round ratio of medians; the range is printed.
 
 Usage::
 
-    python benchmarks/bench_mha.py [--threads 2] [--repeats 30] [--bias] [--out DIR]
+    python benchmarks/bench_mha.py [--rounds 10] [--threads N] [--bias]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: `benchmarks`
-
-import attnlib  # noqa: E402
-import torch  # noqa: E402
-from attnlib.convert import naive_from_fused, to_torch  # noqa: E402
-
-from benchmarks._harness import (  # noqa: E402
-    GOAL_HEADERS,
-    Goal,
-    cli_parser,
-    format_machine_info,
-    format_table,
-    make_result,
-    markdown_table,
-    ms,
-    report,
-    set_threads,
-    time_interleaved,
-)
-
-GOAL_RATIO = 1.05
+import _common
+import attnlib
+import torch
+from attnlib.convert import naive_from_fused, to_torch
 
 
-def make_modules(embed_dim: int, num_heads: int, bias: bool, seed: int = 0):
-    """``(attnlib fused, torch, attnlib naive)`` with the same weights, in eval mode."""
-    torch.manual_seed(seed)
-    fused = attnlib.MultiHeadAttention(embed_dim, num_heads, bias=bias).eval()
-    if bias:  # nn.Linear's biases start random already; make them clearly non-zero
+def make_modules(E: int = 512, H: int = 8, bias: bool = False):
+    """``(attnlib fused, torch, attnlib naive)``, the same weights, eval mode, no gradients."""
+    torch.manual_seed(0)
+    fused = attnlib.MultiHeadAttention(E, H, bias=bias)
+    if bias:
         with torch.no_grad():
             for proj in (fused.q_proj, fused.k_proj, fused.v_proj, fused.out_proj):
-                proj.bias.normal_()
-    return fused, to_torch(fused).eval(), naive_from_fused(fused).eval()
+                proj.bias.normal_()  # clearly non-zero
+    modules = fused, to_torch(fused), naive_from_fused(fused)
+    return [m.eval().requires_grad_(False) for m in modules]
 
 
-def variants(fused, mha, naive, x) -> dict[str, dict[str, object]]:
-    """mode -> label -> function of no argument (the calls that are timed)."""
+def variants(fused, mha, naive, x):
+    """mode -> name -> function of no argument (what is timed)."""
     return {
         "weights": {
             "attnlib fused": lambda: fused(x),
-            "torch (average_attn_weights=True)": lambda: mha(x, x, x),
-            "torch (average_attn_weights=False)": lambda: mha(x, x, x, average_attn_weights=False),
+            "torch (averaged)": lambda: mha(x, x, x),
+            "torch (per head)": lambda: mha(x, x, x, average_attn_weights=False),
             "attnlib naive": lambda: naive(x),
         },
         "no weights": {
@@ -82,113 +55,46 @@ def variants(fused, mha, naive, x) -> dict[str, dict[str, object]]:
     }
 
 
-def check_equal(fused, mha, naive, x) -> float:
-    """Outputs and weights of every variant agree; returns the largest output difference."""
+def check_equal(fused, mha, naive, x) -> None:
     out, weights = fused(x)
-    out_t, weights_t = mha(x, x, x, average_attn_weights=False)
-    out_avg, weights_avg = mha(x, x, x)
-    out_fast, none = fused(x, need_weights=False)
-    out_t_fast, none_t = mha(x, x, x, need_weights=False)
-    out_naive, weights_naive = naive(x)
-    assert none is None and none_t is None
-    for mine, theirs in (
-        (out_t, out),
-        (weights_t, weights),
-        (out_avg, out),
-        (weights_avg, weights.mean(dim=1)),
-        (out_fast, out),
-        (out_t_fast, out),
-        (out_naive, out),
-        (weights_naive, weights),
-    ):
-        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
-    return max(float((o - out).abs().max()) for o in (out_t, out_avg, out_fast, out_t_fast))
+    for mode in variants(fused, mha, naive, x).values():
+        for name, fn in mode.items():
+            got, w = fn()
+            torch.testing.assert_close(got, out, rtol=1e-4, atol=1e-5, msg=name)
+            if w is not None:
+                expected = weights.mean(dim=1) if name == "torch (averaged)" else weights
+                torch.testing.assert_close(w, expected, rtol=1e-4, atol=1e-5, msg=name)
 
 
-def run(
-    threads: int | None = None,
-    repeats: int = 30,
-    warmup: int = 3,
-    bias: bool = False,
-    N: int = 8,
-    L: int = 256,
-    E: int = 512,
-    H: int = 8,
-) -> dict:
-    """Check, time and compare; returns ``{"rows", "goals", "text", ...}``."""
-    threads = set_threads(threads)
-    fused, mha, naive = make_modules(E, H, bias)
-    torch.manual_seed(1)
-    x = torch.randn(N, L, E)  # (N, L, E)
-    rows, goals, tables, markdown = [], [], [], []
-    with torch.no_grad():
-        worst = check_equal(fused, mha, naive, x)
-        for mode, fns in variants(fused, mha, naive, x).items():
-            timings = time_interleaved(fns, repeats=repeats, warmup=warmup)
-            torch_labels = [label for label in timings if label.startswith("torch")]
-            fastest = min(torch_labels, key=lambda label: timings[label].best)
-            ref = timings[fastest]
-            table = []
-            for label, t in timings.items():
-                rows.append({"mode": mode, "variant": label, **t.to_dict()})
-                table.append(
-                    [
-                        label,
-                        ms(t.best),
-                        ms(t.median),
-                        ms(t.cpu_best),
-                        f"{t.best / ref.best:.3f}",
-                        f"{t.median / ref.median:.3f}",
-                    ]
-                )
-            mine = timings["attnlib fused"]
-            goals.append(
-                Goal(
-                    f"MHA {mode}{' (bias)' if bias else ''}: attnlib / {fastest}",
-                    mine.best / ref.best,
-                    GOAL_RATIO,
-                    "<=",
-                    f"best {ms(mine.best)} ms vs {ms(ref.best)} ms; median ratio "
-                    f"{mine.median / ref.median:.3f}",
-                )
-            )
-            headers = [mode, "best ms", "median ms", "CPU ms", "x torch best", "x torch median"]
-            tables.append(format_table(headers, table))
-            markdown.append(markdown_table(headers, table))
-    title = (
-        f"Multi-head self-attention, N={N}, L={L}, E={E}, H={H}, bias={bias}, float32, "
-        f"eval + no_grad, {threads} threads, {repeats} interleaved repeats "
-        f"(x torch = / the faster torch variant)"
-    )
-    goal_rows = [g.row() for g in goals]
-    text = "\n\n".join(
-        [title, *tables, f"outputs checked equal (largest difference {worst:.2e})"]
-        + [format_table(GOAL_HEADERS, goal_rows)]
-    )
-    md = "\n\n".join([f"**{title}**", *markdown, markdown_table(GOAL_HEADERS, goal_rows)])
-    return make_result(
-        "mha" + ("_bias" if bias else ""),
-        threads,
-        {"N": N, "L": L, "E": E, "H": H, "bias": bias, "repeats": repeats},
-        rows,
-        goals,
-        text,
-        md,
-        max_abs_diff=worst,
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = cli_parser(__doc__)
-    parser.add_argument("--repeats", type=int, default=30, help="interleaved timed rounds")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed rounds first")
-    parser.add_argument("--bias", action="store_true", help="modules with biases")
-    args = parser.parse_args(argv)
-    set_threads(args.threads)
-    print(format_machine_info())
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--bias", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(_common.machine())
+    fused, mha, naive = make_modules(bias=args.bias)
+    x = torch.randn(8, 256, 512, generator=torch.Generator().manual_seed(1))  # (N, L, E)
+    check_equal(fused, mha, naive, x)
+    print("outputs and weights of every variant equal\n")
+    label = f"MHA N=8 L=256 E=512 H=8, bias={args.bias}"
+    results, ok = {}, True
+    for mode, fns in variants(fused, mha, naive, x).items():
+        results[mode] = _common.rounds(fns, label, mode, n=args.rounds, threads=args.threads)
+    _common.compare([m for mode in results.values() for ms in mode.values() for m in ms])
     print()
-    result = run(args.threads, args.repeats, args.warmup, args.bias)
-    return report(result, args.out)
+    for mode, times in results.items():
+        torch_names = [n for n in times if n.startswith("torch")]
+        fastest = min(torch_names, key=lambda n: _common.ratio(times[n], times[torch_names[0]])[0])
+        for name in times:
+            if name.startswith("attnlib"):
+                goal = "<= 1.05" if name == "attnlib fused" else ""
+                r = _common.ratio(times[name], times[fastest])
+                line = _common.ratio_line(f"{mode}: {name} / {fastest}", r, goal)
+                ok &= not line.endswith("FAIL")
+                print(line)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

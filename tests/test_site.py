@@ -5,7 +5,7 @@ Runs after the book is built (`make test` builds it, then runs this file): every
 (Debian's `chromium`, driven by Playwright) that can reach no other host. On each page:
 
 * every equation is typeset by MathJax (served by the site itself: see
-  `_ext/offline_mathjax.py`), without errors, and no raw TeX is left in the text;
+  `sphinx-mathjax-offline`), without errors, and no raw TeX is left in the text;
 * every figure of the notebook's outputs is there and its image loaded;
 * no request leaves the site, and the console shows no errors;
 * chapters (notebooks) have Colab, Binder and Live Code (Thebe) in their launch menu,
