@@ -113,6 +113,11 @@ def _save(fig, path: Path) -> None:
     fig.savefig(path, format="svg", metadata={"Date": None})
 
 
+def _note(ax, y: float, text: str) -> None:
+    """A grey line of small print, centred across the diagram at height y."""
+    ax.text(WIDTH / 2, y, text, ha="center", va="center", fontsize=9, color="#444444")
+
+
 # ---- 1. the weighted sum ---------------------------------------------------------------
 
 
@@ -192,15 +197,7 @@ def weighted_sum(path: Path) -> None:
         va="center",
         fontsize=12,
     )
-    ax.text(
-        WIDTH / 2,
-        0.1,
-        "query $i$ = ship; illustrative numbers; value colours: purple < 0 < orange",
-        ha="center",
-        va="center",
-        fontsize=9,
-        color="#444444",
-    )
+    _note(ax, 0.1, "query $i$ = ship; illustrative numbers; value colours: purple < 0 < orange")
     _save(fig, path)
 
 
@@ -368,15 +365,7 @@ def heads_split_merge(path: Path) -> None:
         fontsize=9,
         color="#444444",
     )
-    ax.text(
-        WIDTH / 2,
-        0.08,
-        "With a batch: view(N, L, H, D).transpose(1, 2) gives $(N, H, L, D)$.",
-        ha="center",
-        va="center",
-        fontsize=9,
-        color="#444444",
-    )
+    _note(ax, 0.08, "With a batch: view(N, L, H, D).transpose(1, 2) gives $(N, H, L, D)$.")
     _save(fig, path)
 
 

@@ -37,14 +37,17 @@ run it with the book's venv.
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
 import re
 import sys
 from pathlib import Path
 
 import nbformat
 from sphinx.util.inventory import InventoryFile
+
+# What a dotted name denotes, and when two names are the same object: as the API page's
+# own extension decides it (_ext/api_usage.py), so the links and the page agree.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "_ext"))
+from api_usage import identity, resolve  # noqa: E402
 
 ROLE = "py:obj"  # any Python object; unlike py:func it adds no "()" to the text
 
@@ -74,33 +77,6 @@ def documented_names(repo: Path) -> set[str]:
     }
 
 
-def _resolve(dotted: str):
-    parts = dotted.split(".")
-    try:
-        obj = importlib.import_module(parts[0])
-    except ImportError:
-        return None
-    for i, part in enumerate(parts[1:], start=1):
-        if not hasattr(obj, part) and inspect.ismodule(obj):
-            try:
-                importlib.import_module(".".join(parts[: i + 1]))
-            except ImportError:
-                return None
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
-
-
-def _identity(dotted: str, obj) -> str:
-    if inspect.ismodule(obj):
-        return obj.__name__
-    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    if (inspect.isclass(obj) or inspect.isroutine(obj)) and isinstance(qualname, str):
-        return f"{module}.{qualname}"
-    return dotted
-
-
 class Linker:
     """Maps a mentioned name to the name the API page documents it under (or None)."""
 
@@ -108,16 +84,16 @@ class Linker:
         self.documented = documented
         self.by_identity: dict[str, str] = {}
         for name in sorted(documented, key=len):  # public names are the shortest
-            obj = _resolve(name)
+            obj = resolve(name)
             if obj is not None:
-                self.by_identity.setdefault(_identity(name, obj), name)
+                self.by_identity.setdefault(identity(name, obj), name)
         self.unknown: set[str] = set()
 
     def target(self, name: str) -> str | None:
         if name in self.documented:
             return name
-        obj = _resolve(name)
-        found = self.by_identity.get(_identity(name, obj)) if obj is not None else None
+        obj = resolve(name)
+        found = self.by_identity.get(identity(name, obj)) if obj is not None else None
         if found is None:
             self.unknown.add(name)
         return found

@@ -449,17 +449,6 @@ def test_float64_input_to_float32_module(cls):
         SelfAttention(E, 4)(torch.randn(L, E, dtype=torch.float64))
 
 
-def test_value_batch_must_broadcast():
-    with pytest.raises(
-        ValueError,
-        match=r"query, key and value batch dimensions must broadcast; got query \(2, 3, 4\), "
-        r"key \(2, 5, 4\) and value \(3, 5, 4\)",
-    ):
-        scaled_dot_product_attention(
-            torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(3, 5, 4)
-        )
-
-
 @pytest.mark.parametrize(
     "scale,error,match",
     [
@@ -542,3 +531,27 @@ def test_property_adding_a_constant_to_the_mask_changes_nothing(problem, c):
     w1 = attention_weights(q, k, mask=bias)
     w2 = attention_weights(q, k, mask=bias + c)
     torch.testing.assert_close(w1, w2, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "key_shape, value_shape, message",
+    [
+        (
+            (3, 5, 4),
+            (3, 5, 4),
+            r"query and key batch dimensions must broadcast; "
+            r"got query \(2, 3, 4\) and key \(3, 5, 4\)",
+        ),
+        (
+            (2, 5, 4),
+            (3, 5, 4),
+            r"query, key and value batch dimensions must broadcast; "
+            r"got query \(2, 3, 4\), key \(2, 5, 4\) and value \(3, 5, 4\)",
+        ),
+    ],
+)
+def test_batches_must_broadcast(key_shape, value_shape, message):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        scaled_dot_product_attention(
+            torch.randn(2, 3, 4), torch.randn(key_shape), torch.randn(value_shape)
+        )

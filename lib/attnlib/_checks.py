@@ -56,6 +56,23 @@ def check_same_kind(**tensors: Tensor) -> None:
             )
 
 
+def _and(items: list[str]) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def check_batch_broadcast(**tensors: Tensor) -> None:
+    """The batch dimensions (all but the last two) of the named tensors broadcast together;
+    else a ValueError naming each tensor with its shape."""
+    try:
+        torch.broadcast_shapes(*(t.shape[:-2] for t in tensors.values()))
+    except RuntimeError:
+        shapes = [f"{name} {shape_str(t.shape)}" for name, t in tensors.items()]
+        raise ValueError(
+            f"{_and(list(tensors))} batch dimensions must broadcast; got {_and(shapes)}"
+        ) from None
+
+
 def check_qk(query: Tensor, key: Tensor) -> None:
     """``query (..., L, d_k)`` and ``key (..., S, d_k)`` can be multiplied: float tensors of one
     kind, the same ``d_k >= 1``, batch dimensions that broadcast."""
@@ -70,13 +87,7 @@ def check_qk(query: Tensor, key: Tensor) -> None:
         )
     if query.shape[-1] == 0:
         raise ValueError(f"query and key must have d_k >= 1; got query {shape_str(query.shape)}")
-    try:
-        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"query and key batch dimensions must broadcast; got query {shape_str(query.shape)} "
-            f"and key {shape_str(key.shape)}"
-        ) from None
+    check_batch_broadcast(query=query, key=key)
 
 
 def check_value(query: Tensor, key: Tensor, value: Tensor) -> None:
@@ -88,14 +99,7 @@ def check_value(query: Tensor, key: Tensor, value: Tensor) -> None:
             f"value must have one row per key, shape (..., S={key.shape[-2]}, d_v); "
             f"got {shape_str(value.shape)}"
         )
-    try:
-        torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"query, key and value batch dimensions must broadcast; got query "
-            f"{shape_str(query.shape)}, key {shape_str(key.shape)} and value "
-            f"{shape_str(value.shape)}"
-        ) from None
+    check_batch_broadcast(query=query, key=key, value=value)
 
 
 def check_dropout(name: str, p) -> float:
