@@ -606,7 +606,9 @@ LAYOUT_REPORT = r"""() => {
             (e.querySelector('.caption-number') || {}).textContent || ''),
         solutions_shown: [...article.querySelectorAll('.solution.admonition')].map(s =>
             [...s.children].filter(c => !c.classList.contains('admonition-title')).some(shown)),
+        // a code block or output, or the box a table scrolls in, that hides part of itself
         too_wide: [...article.querySelectorAll('pre, table')]
+            .map(el => el.tagName === 'TABLE' ? el.parentElement : el)
             .filter(el => shown(el) && el.scrollWidth > el.clientWidth + 1)
             .map(el => el.textContent.trim().split('\n')[0].slice(0, 80)),
         footer: [...document.querySelectorAll('footer')].map(f => f.textContent).join(' '),
@@ -644,6 +646,8 @@ def test_chapter_is_numbered_captioned_and_fits_the_column(browser, site_url, pa
     try:
         tab = visit.tab
         tab.goto(visit.url, wait_until="load")
+        if page == EXPLORER_PAGE:  # its table is filled once the vectors have loaded
+            tab.wait_for_selector("#explorer-weights td")
         report = tab.evaluate(LAYOUT_REPORT)
         number = NUMBERED.get(page)
         if number is not None:
