@@ -152,9 +152,10 @@ def attention_weights(
         shape broadcastable to ``(..., L, S)``; output: ``(..., L, S)``.
 
     Raises:
-        TypeError: if an input is not a float tensor, or ``mask`` is neither boolean nor
-        floating point (an integer mask is ambiguous: convert it).
-        ValueError: if a rank is below 2, ``d_k`` differs, or ``mask`` does not broadcast.
+        TypeError: if ``query`` or ``key`` is not a float tensor, or ``mask`` is neither boolean nor
+            floating point (an integer mask is ambiguous: convert it).
+        ValueError: if ``query`` or ``key`` has fewer than 2 dimensions, their last dimensions
+            ``d_k`` differ, or ``mask`` does not broadcast.
 
     Example:
         >>> X = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.5, 1.0, 1.0], [0.0, 1.0, 1.0, 1.0]])
@@ -213,9 +214,11 @@ def scaled_dot_product_attention(
         ``(..., L, S)``.
 
     Raises:
-        TypeError, ValueError: as :func:`attention_weights`; TypeError if ``value`` has
-        another dtype; ValueError if ``value`` has not one row per key, its batch dimensions
-        do not broadcast, or ``dropout_p`` is not in ``[0, 1)``.
+        TypeError: as :func:`attention_weights` (for ``query``, ``key`` and ``mask``), or if
+            ``value`` has another dtype.
+        ValueError: as :func:`attention_weights` (for ``query``, ``key`` and ``mask``), or if
+            ``value`` has not one row per key, its batch dimensions do not broadcast, or
+            ``dropout_p`` is not in ``[0, 1)``.
 
     Example:
         >>> X = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.5, 1.0, 1.0], [0.0, 1.0, 1.0, 1.0]])
@@ -238,9 +241,11 @@ class SelfAttention(nn.Module):
 
     .. math::
 
-        Q = X_q W_Q,\\; K = X_k W_K,\\; V = X_v W_V,\\qquad
-        \\operatorname{head}(X_q, X_k, X_v) =
-        \\operatorname{softmax}\\left(\\frac{Q K^\\top}{\\sqrt{D}}\\right) V
+        \\begin{aligned}
+        Q &= X_q W_Q,\\; K = X_k W_K,\\; V = X_v W_V, \\\\
+        \\operatorname{head}(X_q, X_k, X_v) &=
+            \\operatorname{softmax}\\left(\\frac{Q K^\\top}{\\sqrt{D}}\\right) V
+        \\end{aligned}
 
     with ``X_k = X_v = X_q`` (self-attention) unless ``key``/``value`` are given
     (cross-attention). There is no output projection: this is one head of multi-head attention
@@ -270,10 +275,11 @@ class SelfAttention(nn.Module):
         ``need_weights=False``.
 
     Raises:
-        ValueError: if a dimension is not a positive integer, ``dropout`` is not in
-        ``[0, 1)``, an input's rank or last dimension is wrong, or ``mask`` does not
-        broadcast. TypeError: if an input's dtype differs from the module's (convert one of
-        them with ``.to``), or ``mask`` is neither boolean nor floating point.
+        ValueError: if a dimension (``embed_dim``, or ``head_dim``, ``kdim`` or ``vdim`` when given)
+            is not a positive integer, ``dropout`` is not in ``[0, 1)``, the rank or last dimension
+            of ``query``, ``key`` or ``value`` is wrong, or ``mask`` does not broadcast.
+        TypeError: if the dtype of ``query``, ``key`` or ``value`` differs from the module's
+            (convert one of them with ``.to``), or ``mask`` is neither boolean nor floating point.
 
     Example:
         >>> _ = torch.manual_seed(0)

@@ -80,8 +80,9 @@ def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
         ``MultiHeadAttention(E, H, bias, kdim, vdim, dropout=mha.dropout)``.
 
     Raises:
-        TypeError: if ``mha`` is not an ``nn.MultiheadAttention``. ValueError: for
-        ``add_bias_kv=True`` or ``add_zero_attn=True`` (attnlib has neither).
+        TypeError: if ``mha`` is not an ``nn.MultiheadAttention``.
+        ValueError: if ``mha`` has ``add_bias_kv=True`` or ``add_zero_attn=True`` (attnlib has
+            neither).
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -136,8 +137,8 @@ def to_torch(m: MultiHeadAttention) -> nn.MultiheadAttention:
         ``attn_mask`` is ``~mask``.
 
     Raises:
-        TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`. ValueError: if
-        ``m.head_dim * m.num_heads != m.embed_dim``.
+        TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`.
+        ValueError: if ``m.head_dim * m.num_heads != m.embed_dim``.
 
     Example:
         >>> m = MultiHeadAttention(12, 4, bias=True)
@@ -300,9 +301,9 @@ def from_keras(layer) -> MultiHeadAttention:
         with the layer's dtype.
 
     Raises:
-        TypeError: if ``layer`` is not a Keras ``MultiHeadAttention``. ValueError: if it is
-        not built or has another shape. RuntimeError: if Keras is imported with another
-        backend than ``torch``.
+        TypeError: if ``layer`` is not a Keras ``MultiHeadAttention``.
+        ValueError: if ``layer`` is not built or has another shape.
+        RuntimeError: if Keras is imported with another backend than ``torch``.
 
     Example:
         >>> import os
@@ -378,8 +379,8 @@ def to_keras(m: MultiHeadAttention, name: str | None = None):
         (value before key) with ``attention_mask=mask`` (``True`` = may attend).
 
     Raises:
-        TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`. RuntimeError: if
-        Keras is imported with another backend than ``torch``.
+        TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`.
+        RuntimeError: if Keras is imported with another backend than ``torch``.
 
     Example:
         >>> m = MultiHeadAttention(12, 3, bias=True)

@@ -93,8 +93,9 @@ class KVCache:
         L_new,)``.
 
     Raises:
-        ValueError: if ``window`` is not a positive integer, or a step's keys or values do not
-        match the shape ``(N, G, ., D)``, dtype or device of the cache.
+        ValueError: if ``window`` is not a positive integer, or a step's ``key`` or ``value``
+            (``update(key, value)``) does not match the shape ``(N, G, ., D)``, dtype or device of
+            the cache.
 
     Example:
         >>> _ = torch.manual_seed(0)

@@ -39,9 +39,11 @@ def tiled_attention(
 
     .. math::
 
-        m' = \\max(m, \\max_j s_j), \\quad
-        l' = e^{m - m'}\\, l + \\sum_j e^{s_j - m'}, \\quad
-        o' = e^{m - m'}\\, o + \\sum_j e^{s_j - m'} v_j
+        \\begin{aligned}
+        m' &= \\max(m, \\max_j s_j), \\\\
+        l' &= e^{m - m'}\\, l + \\sum_j e^{s_j - m'}, \\\\
+        o' &= e^{m - m'}\\, o + \\sum_j e^{s_j - m'} v_j
+        \\end{aligned}
 
     and at the end ``output = o / l``, equal to ``softmax(q K^T * scale) V`` up to rounding.
     Only a ``(..., L, block_size)`` block of scores exists at any time; the ``(L, S)``
@@ -68,8 +70,10 @@ def tiled_attention(
         ``mask``: broadcastable to ``(..., L, S)``; output: ``(..., L, d_v)``.
 
     Raises:
-        ValueError: if ``block_size < 1``, the shapes do not match, or ``mask`` does not
-        broadcast. TypeError: non-float inputs, or a mask neither boolean nor floating point.
+        ValueError: if ``block_size < 1``, the shapes of ``query``, ``key`` and ``value`` do not
+            match, or ``mask`` does not broadcast.
+        TypeError: if ``query``, ``key`` or ``value`` is not a float tensor, or ``mask`` is neither
+            boolean nor floating point.
 
     Example:
         >>> _ = torch.manual_seed(0)

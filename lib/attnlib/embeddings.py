@@ -72,8 +72,9 @@ class Embeddings:
 
     Raises:
         TypeError: if ``words`` is a single ``str`` or holds something else than ``str``, or
-        ``vectors`` does not hold real numbers. ValueError: if ``vectors`` is not 2-D or has
-        no column, the number of rows differs from the number of words, or a word repeats.
+            ``vectors`` does not hold real numbers.
+        ValueError: if ``vectors`` is not 2-D or has no column, its number of rows differs from the
+            number of ``words``, or a word repeats in ``words``.
 
     Example:
         >>> emb = Embeddings(["cat", "dog"], torch.tensor([[1.0, 0.0], [0.6, 0.8]]))
@@ -185,8 +186,9 @@ class Embeddings:
 
         Raises:
             TypeError: if ``words`` is neither a ``str`` nor a sequence of ``str``.
-            ValueError: if there is no word. UnknownWordError (a ``KeyError``): naming every
-            unknown word with close matches.
+            ValueError: if ``words`` holds no word.
+            UnknownWordError: if a word of ``words`` is not in the vocabulary; a ``KeyError`` naming
+                every unknown word with close matches.
         """
         if isinstance(words, str):
             words = tokenize(words)
@@ -221,9 +223,11 @@ class Embeddings:
             A list of ``(word, cosine)`` pairs, highest cosine first.
 
         Raises:
-            UnknownWordError: unknown word. TypeError: a vector that is not a float tensor.
-            ValueError: ``k < 1``, a vector of the wrong size, or a vector (or the word's
-            vector) that is zero (its cosine is undefined) or not finite.
+            UnknownWordError: if ``word_or_vector`` is a word that is not in the vocabulary.
+            TypeError: if ``word_or_vector`` is a vector that is not a float tensor.
+            ValueError: if ``k < 1``, ``word_or_vector`` is a vector of the wrong size, or the
+                vector (``word_or_vector`` or the word's vector) is zero (its cosine is undefined)
+                or not finite.
         """
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive integer; got {k!r}")

