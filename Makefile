@@ -313,6 +313,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 # ---- refresh stored notebook outputs ------------------------------------------------
+# Widget state (the explorer's model ids and PNG, different on every run) is not stored.
 execute: $(STAMP)
 ifneq ($(NOTEBOOKS),)
 	for nb in $(NOTEBOOKS); do \
@@ -321,6 +322,7 @@ ifneq ($(NOTEBOOKS),)
 	        --ExecutePreprocessor.kernel_name=python3 \
 	        --ExecutePreprocessor.timeout=$(EXEC_TIMEOUT) \
 	        --ExecutePreprocessor.record_timing=False \
+	        --ExecutePreprocessor.store_widget_state=False \
 	        "$$nb"; \
 	done
 else
