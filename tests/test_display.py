@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from attnlib import display  # noqa: E402
+from attnlib import _layout  # noqa: E402
 from attnlib.display import plot_heads, plot_weights, print_weights  # noqa: E402
 
 SHIP = "I must go back to my ship and to my crew".split()
@@ -266,7 +266,7 @@ def test_plot_heads_more_columns_than_heads():
     fig = plot_heads(torch.rand(2, 3, 3), ["a", "b", "c"], ncols=10)
     assert len([ax for ax in fig.axes if ax.images]) == 2
     assert all(ax.get_visible() for ax in fig.axes)
-    assert fig.get_size_inches()[0] <= display.MAX_WIDTH
+    assert fig.get_size_inches()[0] <= _layout.MAX_WIDTH
 
 
 @pytest.mark.parametrize(("n", "m"), [(1, 50), (50, 2), (60, 60), (3, 3)])
@@ -279,8 +279,8 @@ def test_plot_heads_figure_size_is_bounded(n, m):
         fig = plot_heads(torch.rand(2, n, m), list(range(n)), list(range(m)))
         fig.canvas.draw()  # constrained layout runs without a warning
     width, height = fig.get_size_inches()
-    assert 2.0 <= width <= display.MAX_WIDTH + 1e-9
-    assert 1.0 <= height <= display.MAX_HEIGHT + 1e-9
+    assert 2.0 <= width <= _layout.MAX_WIDTH + 1e-9
+    assert 1.0 <= height <= _layout.MAX_HEIGHT + 1e-9
 
 
 COLUMN_PX = 720  # the content column of a 1280 px page (sphinx-book-theme, both sidebars)

@@ -15,11 +15,6 @@ import torch
 from torch import Tensor
 
 from attnlib._checks import shape_str
-
-# plot_heads' sizes and label fitting; MAX_WIDTH, MAX_HEIGHT (the largest figure, in inches)
-# are re-exported: attnlib.display.MAX_WIDTH stays where it was
-from attnlib._layout import MAX_HEIGHT as MAX_HEIGHT
-from attnlib._layout import MAX_WIDTH as MAX_WIDTH
 from attnlib._layout import TICK_PT, VALUE_PT, heads_layout, values_fit
 
 __all__ = ["plot_heads", "plot_weights", "print_weights"]
