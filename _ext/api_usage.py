@@ -217,12 +217,13 @@ def _usage(app: Sphinx) -> dict[str, list[str]]:
         return cached
     env = app.env
     usage: dict[str, list[str]] = {}
+    numbers = chapter_numbers(Path(app.srcdir) / "_toc.yml")
     for path in sorted(Path(app.srcdir).glob(CHAPTERS)):
         docname = env.path2doc(str(path))
         if docname is None or docname not in env.found_docs:
             continue  # not in the book (only_build_toc_files)
         app._api_notebooks[docname] = path
-        number = chapter_numbers(Path(app.srcdir) / "_toc.yml").get(docname)
+        number = numbers.get(docname)
         app._api_labels[docname] = f"chapter {number}" if number else None
         for dotted in scan_notebook(path):
             for key in counts_for(dotted):
