@@ -18,6 +18,7 @@ from attnlib import (
     positions,
     similarity,
     tokenizer,
+    transformer,
 )
 from attnlib.attention import (
     SelfAttention,
@@ -36,15 +37,19 @@ from attnlib.embeddings import (
 from attnlib.glove import GloVe
 from attnlib.multihead import MultiHeadAttention, NaiveMultiHeadAttention
 from attnlib.similarity import cosine_matrix, cosine_similarity
+from attnlib.transformer import LanguageModel, ModelCache, TransformerBlock
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Embeddings",
     "GloVe",
+    "LanguageModel",
+    "ModelCache",
     "MultiHeadAttention",
     "NaiveMultiHeadAttention",
     "SelfAttention",
+    "TransformerBlock",
     "UnknownWordError",
     "attention_weights",
     "causal_mask",
@@ -64,4 +69,5 @@ __all__ = [
     "softmax",
     "tokenize",
     "tokenizer",
+    "transformer",
 ]

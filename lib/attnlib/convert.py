@@ -24,8 +24,11 @@ import torch
 from torch import Tensor, nn
 
 from attnlib.multihead import MultiHeadAttention, NaiveMultiHeadAttention
+from attnlib.transformer import TransformerBlock
 
 __all__ = [
+    "block_from_torch",
+    "block_to_torch",
     "from_keras",
     "from_torch",
     "fused_from_naive",
@@ -176,6 +179,144 @@ def to_torch(m: MultiHeadAttention) -> nn.MultiheadAttention:
             mha.in_proj_bias.copy_(torch.cat([m.q_proj.bias, m.k_proj.bias, m.v_proj.bias]))
     _copy(mha.out_proj, m.out_proj.weight.detach(), m.out_proj.bias)
     return mha
+
+
+def block_from_torch(layer: nn.TransformerEncoderLayer) -> TransformerBlock:
+    """A :class:`attnlib.TransformerBlock` with the weights of a pre-LayerNorm
+    ``torch.nn.TransformerEncoderLayer``.
+
+    PyTorch's layer names the parts ``norm1``, ``self_attn``, ``norm2``, ``linear1`` and
+    ``linear2``; the block calls them ``ln1``, ``attn`` (copied by :func:`from_torch`),
+    ``ln2`` and ``mlp[0]``, ``mlp[2]``. With the same input and a causal mask (``True`` = may
+    attend here, ``attn_mask`` or ``is_causal`` there) both compute the same output.
+    The block is batch-first whatever ``layer.batch_first`` is; dropout, ``eps``, dtype,
+    device and the training/eval mode are kept. PyTorch's layer also drops inside the MLP,
+    so in training mode with dropout the two differ.
+
+    Args:
+        layer: ``nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward,
+            activation="gelu", norm_first=True)`` (``bias`` either way).
+
+    Returns:
+        ``TransformerBlock(d_model, nhead, mlp_ratio=dim_feedforward / d_model, ...)``.
+
+    Raises:
+        TypeError: if ``layer`` is not an ``nn.TransformerEncoderLayer``.
+        ValueError: if ``layer`` is post-LayerNorm (``norm_first=False``) or its activation is
+            not GELU (the block is pre-LN with GELU, as GPT-2).
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> layer = nn.TransformerEncoderLayer(12, 3, 20, dropout=0.0, activation="gelu",
+        ...                                    batch_first=True, norm_first=True).eval()
+        >>> x = torch.randn(2, 5, 12)
+        >>> mask = torch.ones(5, 5).tril().bool()  # True = may attend
+        >>> ours, _ = block_from_torch(layer)(x, mask=mask)
+        >>> torch.allclose(ours, layer(x, src_mask=~mask), atol=1e-6)
+        True
+    """
+    if not isinstance(layer, nn.TransformerEncoderLayer):
+        raise TypeError(
+            f"layer must be a torch.nn.TransformerEncoderLayer; got {type(layer).__name__}"
+        )
+    if not layer.norm_first:
+        raise ValueError(
+            "layer must be pre-LayerNorm (norm_first=True): TransformerBlock normalises before "
+            "attention and MLP; got norm_first=False"
+        )
+    gelu = layer.activation is nn.functional.gelu or (
+        isinstance(layer.activation, nn.GELU) and layer.activation.approximate == "none"
+    )
+    if not gelu:
+        raise ValueError(f'layer must use activation="gelu"; got {layer.activation!r}')
+    E, hidden = layer.linear1.in_features, layer.linear1.out_features
+    weight = layer.linear1.weight
+    block = TransformerBlock(
+        E,
+        layer.self_attn.num_heads,
+        mlp_ratio=hidden / E,
+        dropout=layer.dropout.p,
+        bias=layer.linear1.bias is not None,
+        norm_eps=layer.norm1.eps,
+    ).to(device=weight.device, dtype=weight.dtype)
+    block.attn = from_torch(layer.self_attn)
+    _copy_block_parts(block, layer, to_block=True)
+    return block.train(layer.training)
+
+
+def block_to_torch(block: TransformerBlock) -> nn.TransformerEncoderLayer:
+    """A ``torch.nn.TransformerEncoderLayer(E, H, rE, activation="gelu", batch_first=True,
+    norm_first=True)`` with the weights of ``block``; the inverse of :func:`block_from_torch`.
+
+    Its ``src_mask`` is the opposite of the block's boolean ``mask`` (``True`` = blocked
+    there); pass ``~mask`` or ``is_causal=True`` with the causal mask.
+
+    Args:
+        block: a :class:`attnlib.TransformerBlock` with an MLP (``mlp_ratio > 0``), no
+            grouped-query attention and no ``positions`` inside its attention (PyTorch's layer
+            has neither RoPE nor ALiBi).
+
+    Returns:
+        ``nn.TransformerEncoderLayer`` with the same sizes, dropout, ``eps``, bias, dtype,
+        device and training/eval mode.
+
+    Raises:
+        TypeError: if ``block`` is not an :class:`attnlib.TransformerBlock`.
+        ValueError: if ``block`` has no MLP, uses ``positions``, or has ``num_kv_heads``
+            other than ``num_heads``.
+
+    Example:
+        >>> block = TransformerBlock(12, 3, mlp_ratio=2.0)
+        >>> layer = block_to_torch(block)
+        >>> layer.linear1.weight.shape, layer.self_attn.in_proj_weight.shape
+        (torch.Size([24, 12]), torch.Size([36, 12]))
+    """
+    if not isinstance(block, TransformerBlock):
+        raise TypeError(f"block must be an attnlib.TransformerBlock; got {type(block).__name__}")
+    if block.mlp is None:
+        raise ValueError(
+            "block must have an MLP (mlp_ratio > 0): nn.TransformerEncoderLayer always has one; "
+            "got an attention-only block"
+        )
+    if block.attn.positions is not None:
+        raise ValueError(
+            f"block must not use positions inside its attention (nn.TransformerEncoderLayer has "
+            f"no RoPE or ALiBi); got positions={block.attn.positions!r}"
+        )
+    mha = to_torch(block.attn)  # checks num_kv_heads
+    weight = block.mlp[0].weight
+    layer = nn.TransformerEncoderLayer(
+        block.embed_dim,
+        block.num_heads,
+        dim_feedforward=weight.shape[0],
+        dropout=block.dropout,
+        activation="gelu",
+        layer_norm_eps=block.ln1.eps,
+        batch_first=True,
+        norm_first=True,
+        bias=block.mlp[0].bias is not None,
+        device=weight.device,
+        dtype=weight.dtype,
+    )
+    layer.self_attn.load_state_dict(mha.state_dict())
+    _copy_block_parts(block, layer, to_block=False)
+    return layer.train(block.training)
+
+
+def _copy_block_parts(block: TransformerBlock, layer: nn.TransformerEncoderLayer, to_block: bool):
+    """Copy the LayerNorms and the MLP between a block and PyTorch's layer (not attention)."""
+    pairs = [
+        (block.ln1, layer.norm1),
+        (block.ln2, layer.norm2),
+        (block.mlp[0], layer.linear1),
+        (block.mlp[2], layer.linear2),
+    ]
+    with torch.no_grad():
+        for ours, theirs in pairs:
+            target, source = (ours, theirs) if to_block else (theirs, ours)
+            target.weight.copy_(source.weight)
+            if target.bias is not None:
+                target.bias.copy_(source.bias)
 
 
 def naive_from_fused(m: MultiHeadAttention) -> NaiveMultiHeadAttention:

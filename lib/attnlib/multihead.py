@@ -29,6 +29,9 @@ from attnlib._checks import (
     shape_str,
 )
 from attnlib.attention import SelfAttention, attend
+from attnlib.positions import alibi_slopes, rotary_embedding
+
+POSITIONS = (None, "rope", "alibi")  # what MultiHeadAttention(positions=...) accepts
 
 __all__ = ["MultiHeadAttention", "NaiveMultiHeadAttention"]
 
@@ -106,6 +109,7 @@ def _extra_repr(m) -> str:
         ("head_dim", m.head_dim, m.embed_dim // m.num_heads),
         ("dropout", m.dropout, 0.0),
         ("num_kv_heads", getattr(m, "num_kv_heads", m.num_heads), m.num_heads),
+        ("positions", getattr(m, "positions", None), None),
     )
     return f"embed_dim={m.embed_dim}, num_heads={m.num_heads}, bias={m.bias}{extra}"
 
@@ -140,6 +144,14 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads: ``G``, the number of key/value heads (grouped-query attention): query
             head ``h`` uses key/value head ``h // (H / G)``. ``G = H`` (the default) is
             multi-head attention, ``G = 1`` multi-query attention. ``G`` must divide ``H``.
+        positions: a relative position scheme applied inside the attention: ``"rope"``
+            rotates each head's queries and keys by their positions
+            (:func:`attnlib.positions.rotary_embedding`, ``D`` must be even), ``"alibi"``
+            adds ``-m_h |i - j|`` to head ``h``'s scores
+            (:func:`attnlib.positions.alibi_bias`); ``None`` (the default) adds nothing. Queries
+            sit at positions ``0 .. L-1`` and keys at ``0 .. S-1``; with a ``cache`` at their
+            absolute positions in the sequence decoded so far.
+        rope_base: the wavelength scale of ``"rope"``; 10000 in the paper.
 
     Attributes:
         q_proj: ``nn.Linear(E, H*D)``.
@@ -164,8 +176,9 @@ class MultiHeadAttention(nn.Module):
         ValueError: if ``embed_dim`` (``E``) is not divisible by ``num_heads`` (``H``) and no
             ``head_dim`` is given, ``num_kv_heads`` (``G``) does not divide ``H``, a size is not a
             positive integer, ``dropout`` is not in ``[0, 1)``, ``query``, ``key`` or ``value`` has
-            the wrong rank or size, ``mask`` has the wrong shape, or ``cache`` is combined with
-            ``key``, ``value`` or ``mask``.
+            the wrong rank or size, ``mask`` has the wrong shape, ``cache`` is combined with
+            ``key``, ``value`` or ``mask``, or ``positions`` is not one of ``None``, ``"rope"``,
+            ``"alibi"`` (``"rope"`` with an odd ``D``).
         TypeError: if ``query``, ``key`` or ``value`` is not a float tensor or its dtype is not the
             module's, or ``mask`` is neither boolean nor floating point.
 
@@ -187,9 +200,20 @@ class MultiHeadAttention(nn.Module):
         head_dim: int | None = None,
         dropout: float = 0.0,
         num_kv_heads: int | None = None,
+        positions: str | None = None,
+        rope_base: float = 10000.0,
     ):
         super().__init__()
         _init_sizes(self, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout)
+        if positions not in POSITIONS:
+            raise ValueError(f"positions must be one of {POSITIONS}; got {positions!r}")
+        if positions == "rope" and self.head_dim % 2:
+            raise ValueError(
+                f"positions='rope' needs an even head_dim D (features are rotated in pairs); got "
+                f"D={self.head_dim} (embed_dim={embed_dim}, num_heads={num_heads}): choose "
+                "num_heads so that embed_dim / num_heads is even, or give head_dim"
+            )
+        self.positions, self.rope_base = positions, float(rope_base)
         G = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
         if num_heads % G:
             raise ValueError(
@@ -236,8 +260,18 @@ class MultiHeadAttention(nn.Module):
         k = self._split_heads(self.k_proj(key), G)  # (N, G, S, D)
         v = self._split_heads(self.v_proj(value), G)  # (N, G, S, D)
         if cache is not None:
-            k, v, positions = cache.update(k, v)  # (N, G, S_kept + L, D) each
-            mask = cache.mask(positions, L).view(1, 1, L, -1)  # (1, 1, L, S): causal (+ window)
+            q_pos = torch.arange(cache.length, cache.length + L, device=q.device)  # (L,)
+            if self.positions == "rope":  # the new keys sit where the new queries sit
+                q, k = self._rotate(q, q_pos), self._rotate(k, q_pos)
+            k, v, k_pos = cache.update(k, v)  # (N, G, S_kept + L, D) each; (S,)
+            mask = cache.mask(k_pos, L).view(1, 1, L, -1)  # (1, 1, L, S): causal (+ window)
+        elif self.positions is not None:
+            q_pos = torch.arange(L, device=q.device)  # (L,)
+            k_pos = torch.arange(k.shape[2], device=q.device)  # (S,)
+            if self.positions == "rope":
+                q, k = self._rotate(q, q_pos), self._rotate(k, k_pos)
+        if self.positions == "alibi":
+            mask = self._alibi(q_pos, k_pos, mask)  # (N or 1, H, L, S), float
         dropout_p = self.dropout if self.training else 0.0
         heads, weights = attend(
             q, k, v, mask, dropout_p, need_weights, enable_gqa=G != self.num_heads
@@ -248,6 +282,21 @@ class MultiHeadAttention(nn.Module):
             output = output.squeeze(0)  # (L, E)
             weights = None if weights is None else weights.squeeze(0)  # (H, L, S)
         return output, weights
+
+    def _rotate(self, x: Tensor, positions: Tensor) -> Tensor:
+        return rotary_embedding(x, positions, self.rope_base)  # (N, heads, T, D)
+
+    def _alibi(self, q_pos: Tensor, k_pos: Tensor, mask: Tensor | None) -> Tensor:
+        """ALiBi's bias ``-m_h |i - j|`` for queries at ``q_pos`` and keys at ``k_pos``, with
+        ``mask`` applied: ``-inf`` where a boolean mask blocks, a float mask added."""
+        slopes = alibi_slopes(self.num_heads).to(q_pos.device)  # (H,)
+        distance = (q_pos.unsqueeze(1) - k_pos.unsqueeze(0)).abs()  # (L, S)
+        bias = -slopes.view(1, -1, 1, 1) * distance  # (1, H, L, S)
+        if mask is None:
+            return bias
+        if mask.dtype == torch.bool:
+            return bias.masked_fill(~mask, float("-inf"))  # (N or 1, H, L, S)
+        return bias + mask  # -inf stays -inf
 
     def extra_repr(self) -> str:
         return _extra_repr(self)
