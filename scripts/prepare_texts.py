@@ -14,9 +14,10 @@ only the text of the 24 books and removes
 - the title pages, the dedication, Butler's and Jones's prefaces and the contents lists:
   front matter in another voice, about another subject;
 - the argument of each book (the summary paragraph under its heading, in capitals in the
-  Odyssey): an editor's summary, not the translation;
+  Odyssey): a summary, not part of the poem;
 - the footnotes (the Odyssey's ``FOOTNOTES:`` section, 187 notes in Butler's own voice,
-  with Greek words) and the footnote references in the text. In the Odyssey's copy a
+  with Greek words; note 29 is numbered ``29[]`` there, a typo) and the footnote
+  references in the text. In the Odyssey's copy a
   reference is a bare number glued to the word or punctuation before it
   (``Menelaus36``, ``Naiads;122``, ``“Nurse,147``), sometimes after a space
   (``them. 44 Early``). Every run of digits in the books is such a reference: the script
@@ -25,10 +26,10 @@ only the text of the 24 books and removes
 - an index, an appendix and ``[Illustration ...]`` markers, if a copy has them (these
   two have none).
 
-Butler's own square brackets around words he thinks interpolated (``[do not]``) are his
-translation and stay. Everything else stays exactly as it is: the words, the spelling
-(``AEneas``), the punctuation, the curly quotes and the em dashes. The text is not
-normalised here; the tokenizer does that.
+Butler's own square brackets (``[do not]``), around lines the Greek text brackets as
+doubtful, are his translation and stay. Everything else stays exactly as it is: the
+words, the spelling (``AEneas``), the punctuation, the curly quotes and the em dashes. The
+text is not normalised here; the tokenizer does that.
 
 Each output is UTF-8 with ``\\n`` line ends, ending with one newline. Each book starts with a
 line ``BOOK I`` ... ``BOOK XXIV`` and a blank line; then come its paragraphs, one a line
