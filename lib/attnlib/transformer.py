@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from attnlib._checks import check_dropout, check_positive_int, shape_str
 from attnlib.attention import causal_mask
-from attnlib.decoding import KVCache
+from attnlib.decoding import KVCache, sliding_window_mask
 from attnlib.multihead import MultiHeadAttention
 from attnlib.positions import sinusoidal_encoding
 
@@ -250,6 +250,9 @@ class LanguageModel(nn.Module):
             position information beyond the causal mask).
         mlp_ratio: the blocks' MLP width over ``E``; 0 for attention-only blocks.
         dropout: dropout on the embeddings and in every block, in training mode only.
+        window: sliding-window attention: position ``t`` sees tokens ``t - window + 1 .. t``
+            only (:func:`attnlib.decoding.sliding_window_mask`); ``None``: all tokens before
+            it. ``window=1`` leaves attention nothing to mix: each position sees only itself.
         embeddings: a ``(V, E)`` tensor that initialises the token embeddings (for example the
             GloVe vectors of the vocabulary's words); default: a normal draw, std 0.02.
         freeze_embeddings: keep the token embeddings fixed (``requires_grad=False``).
@@ -299,6 +302,7 @@ class LanguageModel(nn.Module):
         positions: str | None = "learned",
         mlp_ratio: float = 4.0,
         dropout: float = 0.0,
+        window: int | None = None,
         embeddings: Tensor | None = None,
         freeze_embeddings: bool = False,
         tie_weights: bool = True,
@@ -318,6 +322,7 @@ class LanguageModel(nn.Module):
             raise ValueError(f"positions must be one of {POSITIONS}; got {positions!r}")
         self.vocab_size, self.max_len, self.positions = vocab_size, max_len, positions
         self.tie_weights = tie_weights
+        self.window = None if window is None else check_positive_int("window", window)
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
         self.position_embedding = None
         if positions == "learned":
@@ -375,9 +380,10 @@ class LanguageModel(nn.Module):
     def num_layers(self) -> int:
         return len(self.blocks)
 
-    def new_cache(self, window: int | None = None) -> ModelCache:
-        """An empty :class:`ModelCache` for this model (``window``: sliding-window decoding)."""
-        return ModelCache(self.num_layers, window=window)
+    def new_cache(self) -> ModelCache:
+        """An empty :class:`ModelCache` for this model (keeping ``window`` positions if the
+        model has a window)."""
+        return ModelCache(self.num_layers, window=self.window)
 
     def _check_length(self, total: int, what: str) -> None:
         if self.positions in ("learned", "sinusoidal") and total > self.max_len:
@@ -419,7 +425,11 @@ class LanguageModel(nn.Module):
         elif self.positions == "sinusoidal":
             x = x + self.position_encoding[start : start + L].to(x.dtype)  # (L, E)
         x = self.drop(x)
-        mask = None if cache is not None else causal_mask(L, device=ids.device)  # (L, L)
+        mask = None  # with a cache, the cache masks
+        if cache is None and self.window is None:
+            mask = causal_mask(L, device=ids.device)  # (L, L)
+        elif cache is None:
+            mask = sliding_window_mask(L, self.window, device=ids.device)  # (L, L)
         layer_caches = [None] * self.num_layers if cache is None else cache.layers
         weights = []
         for block, layer_cache in zip(self.blocks, layer_caches):
