@@ -1,9 +1,11 @@
-"""attnlib.transformer: TransformerBlock (and the block converters of attnlib.convert).
+"""attnlib.transformer: TransformerBlock, ModelCache and LanguageModel (and the block converters
+of attnlib.convert).
 
 Oracles: ``nn.TransformerEncoderLayer(norm_first=True, activation="gelu")`` with copied weights
 for the block (several cases ported from PyTorch's own tests: ``gelu`` given as a string, a
 function or a module, ``batch_first``, the fast path under ``no_grad``, masks and key padding);
-the block written out by hand. Sizes are all different (E=12, H=3, D=4, FF=28, L=5, N=2).
+the block and layer 0 of the model written out by hand; the uncached forward for the cached
+one. Sizes are all different (E=12, H=3, D=4, FF=28, L=5, S=7, N=2, V=97, 2 layers).
 """
 
 import math
@@ -11,11 +13,16 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from attnlib import MultiHeadAttention, TransformerBlock, causal_mask
+from attnlib import LanguageModel, ModelCache, MultiHeadAttention, TransformerBlock, causal_mask
 from attnlib.convert import block_from_torch, block_to_torch
+from attnlib.decoding import KVCache
+from attnlib.positions import alibi_bias, rotary_embedding, sinusoidal_encoding
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 E, H, D, FF, L, S, N, V, LAYERS, MAX_LEN = 12, 3, 4, 28, 5, 7, 2, 97, 2, 16
+POSITIONS = ["learned", "sinusoidal", "rope", "alibi", None]
 TOL = {torch.float32: {"atol": 1e-5, "rtol": 1e-5}, torch.float64: {"atol": 1e-12, "rtol": 1e-10}}
 
 
@@ -52,6 +59,20 @@ def torch_layer(bias=True, dtype=torch.float32, ff=FF, eps=1e-5, batch_first=Tru
         dtype=dtype,
     )
     return randomise(layer).eval()
+
+
+def model(positions="learned", seed=0, **kwargs) -> LanguageModel:
+    torch.manual_seed(seed)
+    lm = LanguageModel(V, E, H, LAYERS, max_len=MAX_LEN, positions=positions, **kwargs)
+    return randomise(lm, seed, std=0.5).eval()
+
+
+def prompt(batched=True, length=L, seed=0):
+    ids = torch.randint(0, V, (N, length), generator=torch.Generator().manual_seed(seed))
+    return ids if batched else ids[0]
+
+
+MODELS = {p: model(p) for p in POSITIONS}  # built once: shared by the tests that only read them
 
 
 # ---- the block against nn.TransformerEncoderLayer ---------------------------------------------
@@ -312,3 +333,513 @@ def test_block_input_errors_raised_by_the_attention():
 def test_block_checks_x_before_its_layer_norm(x, error, match):
     with pytest.raises(error, match=match):
         TransformerBlock(E, H)(x)
+
+
+# ---- the language model: causality, cache, generation -----------------------------------------
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+@settings(max_examples=4, deadline=None)
+@given(
+    t=st.integers(0, S - 1),
+    shift=st.integers(1, V - 1),
+    seed=st.integers(0, 2**16),
+)
+def test_a_token_changes_no_logit_before_it(positions, t, shift, seed):
+    lm = MODELS[positions]
+    ids = prompt(length=S, seed=seed)
+    changed = ids.clone()
+    changed[:, t] = (changed[:, t] + shift) % V
+    with torch.no_grad():
+        before, after = lm(ids)[0], lm(changed)[0]
+    assert torch.equal(before[:, :t], after[:, :t])  # exactly: the causal mask blocks it
+    assert all((before[n, t:] != after[n, t:]).any() for n in range(N))
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_cached_forward_equals_uncached(positions):
+    lm = MODELS[positions]
+    ids = prompt(length=S)
+    with torch.no_grad():
+        full = lm(ids)[0]  # (N, S, V)
+        cache = lm.new_cache()
+        assert isinstance(cache, ModelCache) and (cache.length, cache.nbytes) == (0, 0)
+        steps = [lm(ids[:, :L], cache=cache)[0]]  # the prompt at once
+        sizes = [(cache.length, cache.nbytes)]
+        for t in range(L, S):  # then one token at a time
+            steps.append(lm(ids[:, t : t + 1], cache=cache)[0])
+            sizes.append((cache.length, cache.nbytes))
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    assert sizes == [(s, 2 * LAYERS * N * H * s * D * 4) for s in range(L, S + 1)]
+    assert repr(cache) == f"ModelCache(layers=2, length={S}, nbytes={sizes[-1][1]})"
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_cached_weights_are_rows_of_the_full_weights(positions):
+    lm = MODELS[positions]
+    ids = prompt(length=S)
+    with torch.no_grad():
+        full = lm(ids, need_weights=True)[1]  # LAYERS x (N, H, S, S)
+        cache = lm.new_cache()
+        first = lm(ids[:, :L], cache=cache, need_weights=True)[1]
+        for layer in range(LAYERS):
+            torch.testing.assert_close(first[layer], full[layer][:, :, :L, :L])
+        for t in range(L, S):
+            step = lm(ids[:, t : t + 1], cache=cache, need_weights=True)[1]
+            for layer in range(LAYERS):
+                assert step[layer].shape == (N, H, 1, t + 1)
+                torch.testing.assert_close(step[layer][:, :, 0], full[layer][:, :, t, : t + 1])
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+@pytest.mark.parametrize("batched", [True, False])
+@pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 0.8, "top_k": 5}])
+def test_generate_with_and_without_cache(positions, batched, sampling):
+    lm = MODELS[positions]
+    ids = prompt(batched)
+    out = {
+        use_cache: lm.generate(
+            ids,
+            6,
+            use_cache=use_cache,
+            generator=torch.Generator().manual_seed(7),
+            **sampling,
+        )
+        for use_cache in (True, False)
+    }
+    assert torch.equal(out[True], out[False])
+    assert out[True].shape == ((N, L + 6) if batched else (L + 6,))
+    assert torch.equal(out[True][..., :L], ids)  # the prompt is kept as the prefix
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_greedy_is_the_argmax_of_the_logits(batched):
+    lm = MODELS["learned"]
+    ids = prompt(batched)
+    out = lm.generate(ids, 3, temperature=0)
+    for t in range(L, L + 3):
+        with torch.no_grad():
+            logits = lm(out[..., :t])[0]
+        assert torch.equal(out[..., t], logits[..., -1, :].argmax(-1))
+
+
+def test_generate_zero_tokens_top_k_one_and_seeds():
+    lm = MODELS["rope"]
+    ids = prompt()
+    assert torch.equal(lm.generate(ids, 0), ids)
+    assert torch.equal(lm.generate(ids[0], 0), ids[0])
+    greedy = lm.generate(ids, 6, temperature=0)
+    g = torch.Generator().manual_seed(3)
+    assert torch.equal(lm.generate(ids, 6, temperature=1.5, top_k=1, generator=g), greedy)
+
+    def sample(seed):
+        gen = torch.Generator().manual_seed(seed)
+        return lm.generate(ids, 8, temperature=1.0, generator=gen)
+
+    assert torch.equal(sample(11), sample(11))
+    assert not torch.equal(sample(11), sample(12))  # 2 x 8 draws from 97 tokens
+
+
+def test_top_k_only_draws_among_the_k_most_likely():
+    lm = MODELS["alibi"]
+    ids = prompt()
+    with torch.no_grad():
+        allowed = lm(ids)[0][:, -1].topk(5).indices  # (N, 5)
+    for seed in range(10):
+        out = lm.generate(ids, 1, top_k=5, generator=torch.Generator().manual_seed(seed))
+        assert all(out[n, -1] in allowed[n] for n in range(N))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_generate_restores_the_training_mode(training):
+    lm = model("learned", dropout=0.2).train(training)
+    ids = prompt()
+    greedy = [lm.generate(ids, 4, temperature=0) for _ in range(2)]
+    assert lm.training is training
+    assert all(block.training is training for block in lm.blocks)
+    assert torch.equal(greedy[0], greedy[1])  # no dropout while generating
+
+
+def test_dropout_in_the_model_only_in_training_mode():
+    lm = model("learned", dropout=0.2)
+    ids = prompt()
+    with torch.no_grad():
+        assert torch.equal(lm(ids)[0], lm(ids)[0])
+        lm.train()
+        assert not torch.equal(lm(ids)[0], lm(ids)[0])
+
+
+# ---- attention weights ------------------------------------------------------------------------
+
+
+def layer0_by_hand(lm, ids):
+    """Layer 0 written out: embeddings + positions, ln1, projections, heads, softmax."""
+    n, length = ids.shape
+    x = lm.token_embedding.weight[ids]  # (N, L, E)
+    if lm.positions == "learned":
+        x = x + lm.position_embedding.weight[:length]
+    elif lm.positions == "sinusoidal":
+        x = x + sinusoidal_encoding(length, E)
+    block = lm.blocks[0]
+    attn = block.attn
+    y = block.ln1(x)
+
+    def heads(t):
+        return t.view(n, length, H, D).transpose(1, 2)  # (N, H, L, D)
+
+    q, k, v = heads(attn.q_proj(y)), heads(attn.k_proj(y)), heads(attn.v_proj(y))
+    if lm.positions == "rope":
+        q, k = rotary_embedding(q), rotary_embedding(k)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (N, H, L, L)
+    if lm.positions == "alibi":
+        scores = scores + alibi_bias(H, length)
+    scores = scores.masked_fill(~causal_mask(length), -math.inf)
+    weights = torch.softmax(scores, dim=-1)
+    x = x + attn.out_proj((weights @ v).transpose(1, 2).reshape(n, length, E))
+    x = x + block.mlp(block.ln2(x))
+    return weights, x
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_returned_weights_are_the_weights_applied(positions):
+    lm = MODELS[positions]
+    ids = prompt(length=S)
+    seen = []
+    hook = lm.blocks[0].register_forward_hook(lambda m, args, out: seen.append(out[0]))
+    try:
+        with torch.no_grad():
+            logits, weights = lm(ids, need_weights=True)
+            expected_weights, expected_out = layer0_by_hand(lm, ids)
+    finally:
+        hook.remove()
+    assert len(weights) == LAYERS and all(w.shape == (N, H, S, S) for w in weights)
+    for w in weights:
+        torch.testing.assert_close(w.sum(-1), torch.ones(N, H, S))
+        assert (w[..., ~causal_mask(S)] == 0).all()
+    torch.testing.assert_close(weights[0], expected_weights)
+    torch.testing.assert_close(seen[0], expected_out)
+    torch.testing.assert_close(logits, lm(ids)[0], atol=1e-5, rtol=1e-5)
+    assert lm(ids)[1] is None
+
+
+def test_unbatched_forward_and_weights():
+    lm = MODELS["learned"]
+    ids = prompt()
+    logits, weights = lm(ids[1], need_weights=True)
+    batched_logits, batched_weights = lm(ids, need_weights=True)
+    assert logits.shape == (L, V) and all(w.shape == (H, L, L) for w in weights)
+    torch.testing.assert_close(logits, batched_logits[1])
+    torch.testing.assert_close(weights[1], batched_weights[1][1])
+
+
+@pytest.mark.parametrize("batched", [True, False])
+@pytest.mark.parametrize("masked", [True, False])
+def test_alibi_inside_attention_equals_the_float_mask(batched, masked):
+    alibi = randomise(MultiHeadAttention(E, H, bias=True, positions="alibi"))
+    plain = MultiHeadAttention(E, H, bias=True)
+    plain.load_state_dict(alibi.state_dict())
+    x = torch.randn(N, L, E) if batched else torch.randn(L, E)
+    bias = alibi_bias(H, L)  # (H, L, L)
+    if masked:
+        bias = bias.masked_fill(~causal_mask(L), -math.inf)
+    float_mask = bias.unsqueeze(0) if batched else bias  # batched: (1, H, L, L)
+    bool_mask = causal_mask(L) if masked else None
+    for need_weights in (True, False):
+        out, w = alibi(x, mask=bool_mask, need_weights=need_weights)
+        expected, expected_w = plain(x, mask=float_mask, need_weights=need_weights)
+        torch.testing.assert_close(out, expected)
+        if need_weights:
+            torch.testing.assert_close(w, expected_w)
+
+
+@pytest.mark.parametrize("base", [10000.0, 100.0])
+@pytest.mark.parametrize("batched", [True, False])
+def test_rope_inside_attention_equals_rotating_by_hand(base, batched):
+    rope = randomise(MultiHeadAttention(E, H, bias=True, positions="rope", rope_base=base))
+    x = torch.randn(N, L, E) if batched else torch.randn(L, E)
+    xb = x if batched else x.unsqueeze(0)
+
+    def heads(t):
+        return t.view(xb.shape[0], L, H, D).transpose(1, 2)  # (N, H, L, D)
+
+    q = rotary_embedding(heads(rope.q_proj(xb)), base=base)
+    k = rotary_embedding(heads(rope.k_proj(xb)), base=base)
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(D)).masked_fill(~causal_mask(L), -math.inf)
+    weights = torch.softmax(scores, dim=-1)
+    expected = rope.out_proj((weights @ heads(rope.v_proj(xb))).transpose(1, 2).flatten(2))
+    out, w = rope(x, mask=causal_mask(L))
+    torch.testing.assert_close(out, expected if batched else expected[0])
+    torch.testing.assert_close(w, weights if batched else weights[0])
+
+
+# ---- embeddings, tying, freezing, training ----------------------------------------------------
+
+
+def test_tied_and_untied_read_out():
+    tied = LanguageModel(V, E, H, LAYERS, max_len=MAX_LEN)
+    assert tied.lm_head.weight is tied.token_embedding.weight
+    assert tied.lm_head.bias is None
+    untied = LanguageModel(V, E, H, LAYERS, max_len=MAX_LEN, tie_weights=False)
+    assert untied.lm_head.weight is not untied.token_embedding.weight
+    assert untied.lm_head.weight.shape == (V, E)
+    n_tied = sum(p.numel() for p in tied.parameters())
+    assert sum(p.numel() for p in untied.parameters()) == n_tied + V * E
+    assert tied.double().lm_head.weight is tied.token_embedding.weight  # still one tensor
+
+
+def test_embeddings_are_copied_into_the_token_embedding():
+    vectors = torch.randn(V, E, dtype=torch.float64)
+    lm = LanguageModel(V, E, H, LAYERS, max_len=MAX_LEN, embeddings=vectors)
+    torch.testing.assert_close(lm.token_embedding.weight, vectors.float())
+    assert lm.lm_head.weight is lm.token_embedding.weight
+    vectors.zero_()  # a copy: the caller's tensor is not the model's
+    assert lm.token_embedding.weight.abs().sum() > 0
+
+
+def loss_of(lm, ids):
+    logits, _ = lm(ids[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, V), ids[:, 1:].reshape(-1))
+
+
+@pytest.mark.parametrize("tie_weights", [True, False])
+def test_frozen_embeddings_stay_fixed(tie_weights):
+    lm = LanguageModel(
+        V, E, H, LAYERS, max_len=MAX_LEN, freeze_embeddings=True, tie_weights=tie_weights
+    )
+    assert not lm.token_embedding.weight.requires_grad
+    before = {name: p.detach().clone() for name, p in lm.named_parameters()}
+    optimiser = torch.optim.Adam([p for p in lm.parameters() if p.requires_grad], lr=1e-2)
+    loss_of(lm, prompt(length=S)).backward()
+    assert lm.token_embedding.weight.grad is None
+    optimiser.step()
+    after = dict(lm.named_parameters())
+    assert torch.equal(after["token_embedding.weight"], before["token_embedding.weight"])
+    changed = [name for name in before if not torch.equal(after[name], before[name])]
+    assert "blocks.0.attn.q_proj.weight" in changed and "position_embedding.weight" in changed
+    assert ("lm_head.weight" in changed) is not tie_weights  # tied: frozen with the embedding
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+@pytest.mark.parametrize("tie_weights", [True, False])
+def test_every_parameter_gets_a_finite_gradient(positions, tie_weights):
+    lm = LanguageModel(
+        V, E, H, LAYERS, max_len=MAX_LEN, positions=positions, tie_weights=tie_weights
+    ).train()
+    loss_of(lm, prompt(length=S)).backward()
+    for name, p in lm.named_parameters():
+        assert p.grad is not None, name
+        assert torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0, name
+
+
+def test_attention_only_model():
+    lm = model("rope", mlp_ratio=0)
+    assert all(block.mlp is None and block.ln2 is None for block in lm.blocks)
+    ids = prompt(length=S)
+    with torch.no_grad():
+        cache = lm.new_cache()
+        steps = [lm(ids[:, t : t + 1], cache=cache)[0] for t in range(S)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), lm(ids)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_a_few_adam_steps_reduce_the_loss():
+    lm = LanguageModel(V, E, H, LAYERS, max_len=MAX_LEN).train()
+    ids = torch.tensor([[3, 8, 3, 8, 3, 8, 3], [42, 42, 42, 42, 42, 42, 42]])
+    optimiser = torch.optim.Adam(lm.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(8):
+        optimiser.zero_grad()
+        loss = loss_of(lm, ids)
+        loss.backward()
+        optimiser.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.75 * losses[0], losses  # 4.5 -> 2.9 in 8 steps
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_float64_model_cached_equals_uncached(positions):
+    lm = model(positions).double()
+    ids = prompt(length=S)
+    with torch.no_grad():
+        full = lm(ids)[0]
+        cache = lm.new_cache()
+        steps = [lm(ids[:, :2], cache=cache)[0]]
+        steps += [lm(ids[:, t : t + 1], cache=cache)[0] for t in range(2, S)]
+    assert full.dtype == torch.float64
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-12, rtol=1e-12)
+    assert cache.nbytes == 2 * LAYERS * N * H * S * D * 8
+    greedy = [lm.generate(ids, 3, temperature=0, use_cache=c) for c in (True, False)]
+    assert torch.equal(greedy[0], greedy[1])
+
+
+# ---- errors -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "ids,error,match",
+    [
+        (
+            torch.tensor([[1, -1, 2]]),
+            ValueError,
+            r"ids must hold token indices in 0..96 .*got \[-1\]",
+        ),
+        (torch.tensor([[1, 97, 2]]), ValueError, r"in 0..96 \(vocab_size=97\); got \[97\]"),
+        (torch.tensor([[1.0, 2.0]]), TypeError, "ids must be an integer tensor .*torch.float32"),
+        (torch.tensor([[True, False]]), TypeError, "ids must be an integer tensor .*torch.bool"),
+        ([[1, 2]], TypeError, "ids must be a torch.Tensor of token indices; got list"),
+        (
+            torch.zeros(1, 2, 3, dtype=torch.long),
+            ValueError,
+            r"\(L,\) or \(N, L\); got 3-D \(1, 2, 3\)",
+        ),
+        (torch.tensor(4), ValueError, r"ids must have shape \(L,\) or \(N, L\); got 0-D"),
+    ],
+    ids=["negative", "too-large", "float", "bool", "list", "3-D", "0-D"],
+)
+def test_bad_ids(ids, error, match):
+    lm = MODELS["learned"]
+    with pytest.raises(error, match=match):
+        lm(ids)
+    with pytest.raises(error, match=match):
+        lm.generate(ids, 2)
+
+
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal"])
+def test_sequences_longer_than_max_len(positions):
+    lm = MODELS[positions]
+    lm(prompt(length=MAX_LEN))  # exactly max_len is fine
+    match = (
+        rf"the sequence \(ids plus the cached tokens\) must be at most max_len=16 tokens with "
+        rf"positions='{positions}' .*got 17"
+    )
+    with pytest.raises(ValueError, match=match):
+        lm(prompt(length=MAX_LEN + 1))
+    cache = lm.new_cache()
+    lm(prompt(length=10), cache=cache)
+    with pytest.raises(ValueError, match=match):
+        lm(prompt(length=7), cache=cache)
+    assert lm.generate(prompt(length=10), 6).shape == (N, MAX_LEN)
+    with pytest.raises(
+        ValueError, match=r"ids plus max_new_tokens must be at most max_len=16.*got 17"
+    ):
+        lm.generate(prompt(length=10), 7)
+
+
+@pytest.mark.parametrize("positions", ["rope", "alibi", None])
+def test_relative_positions_have_no_length_limit(positions):
+    lm = MODELS[positions]
+    ids = prompt(length=MAX_LEN + 4)
+    logits, _ = lm(ids)
+    assert logits.shape == (N, MAX_LEN + 4, V)
+    out = lm.generate(ids, 3, temperature=0)
+    assert out.shape == (N, MAX_LEN + 7)
+    assert torch.equal(out, lm.generate(ids, 3, temperature=0, use_cache=False))
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        ({"top_k": 0}, ValueError, r"top_k must be >= 1 \(or None for all tokens\); got 0"),
+        ({"top_k": 2.0}, TypeError, "top_k must be an int or None; got float"),
+        ({"temperature": -0.5}, ValueError, r"temperature must be a finite number >= 0 .*got -0.5"),
+        (
+            {"temperature": math.nan},
+            ValueError,
+            "temperature must be a finite number >= 0 .*got nan",
+        ),
+        (
+            {"temperature": math.inf},
+            ValueError,
+            "temperature must be a finite number >= 0 .*got inf",
+        ),
+        ({"temperature": "1"}, TypeError, "temperature must be a number; got str"),
+        ({"max_new_tokens": -1}, ValueError, "max_new_tokens must be >= 0; got -1"),
+        ({"max_new_tokens": 1.5}, TypeError, "max_new_tokens must be an int; got float"),
+    ],
+)
+def test_generate_argument_errors(kwargs, error, match):
+    args = {"max_new_tokens": 2, **kwargs}
+    with pytest.raises(error, match=match):
+        MODELS["rope"].generate(prompt(), args.pop("max_new_tokens"), **args)
+
+
+@pytest.mark.parametrize(
+    "empty", [torch.zeros(0, dtype=torch.long), torch.zeros(N, 0, dtype=torch.long)]
+)
+def test_generate_refuses_an_empty_prompt(empty):
+    with pytest.raises(
+        ValueError, match="ids must hold at least one token to continue; got an empty prompt"
+    ):
+        MODELS["rope"].generate(empty, 2)
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        (
+            {"positions": "absolute"},
+            ValueError,
+            r"positions must be one of \('learned', 'sinusoidal', 'rope', 'alibi', None\); "
+            "got 'absolute'",
+        ),
+        (
+            {"embeddings": torch.randn(V, E - 1)},
+            ValueError,
+            r"embeddings must have shape \(V=97, E=12\); got \(97, 11\)",
+        ),
+        (
+            {"embeddings": torch.randn(V)},
+            ValueError,
+            r"embeddings must have shape \(V=97, E=12\); got \(97,\)",
+        ),
+        (
+            {"embeddings": torch.ones(V, E, dtype=torch.long)},
+            TypeError,
+            "embeddings must be a float torch.Tensor .*got torch.int64",
+        ),
+        (
+            {"embeddings": [[0.0] * E] * V},
+            TypeError,
+            "embeddings must be a float torch.Tensor .*got list",
+        ),
+        (
+            {"num_heads": 4, "positions": "rope"},
+            ValueError,
+            r"positions='rope' needs an even head_dim D .*got D=3",
+        ),
+        (
+            {"embed_dim": 9, "positions": "sinusoidal"},
+            ValueError,
+            "positions='sinusoidal' needs an even embed_dim; got embed_dim=9",
+        ),
+        ({"vocab_size": 0}, ValueError, "vocab_size must be a positive integer; got 0"),
+        ({"num_layers": 0}, ValueError, "num_layers must be a positive integer; got 0"),
+        ({"max_len": 2.5}, ValueError, "max_len must be a positive integer; got 2.5"),
+        ({"mlp_ratio": -1}, ValueError, "mlp_ratio must be a number >= 0; got -1"),
+        ({"dropout": 1.0}, ValueError, r"dropout must be a probability in \[0, 1\); got 1.0"),
+    ],
+)
+def test_model_constructor_errors(kwargs, error, match):
+    args = {"vocab_size": V, "embed_dim": E, "num_heads": H, "num_layers": LAYERS, **kwargs}
+    sizes = [args.pop(name) for name in ("vocab_size", "embed_dim", "num_heads", "num_layers")]
+    args.setdefault("max_len", MAX_LEN)
+    with pytest.raises(error, match=match):
+        LanguageModel(*sizes, **args)
+
+
+def test_cache_errors():
+    lm = MODELS["learned"]
+    ids = prompt()
+    with pytest.raises(
+        TypeError, match=r"cache must be an attnlib.ModelCache \(model.new_cache\(\)\); got KVCache"
+    ):
+        lm(ids, cache=KVCache())
+    with pytest.raises(ValueError, match=r"cache must have one layer cache per block \(2\); got 3"):
+        lm(ids, cache=ModelCache(3))
+    with pytest.raises(ValueError, match="num_layers must be a positive integer; got 0"):
+        ModelCache(0)
+    with pytest.raises(ValueError, match="window must be a positive integer; got 0"):
+        lm.new_cache(window=0)
+    cache = lm.new_cache()
+    lm(ids, cache=cache)
+    with pytest.raises(ValueError, match=r"key must have shape \(N=2, G=3, L_new, D=4\)"):
+        lm(ids[:1, :1], cache=cache)  # another batch size: the cache belongs to one batch
