@@ -3,7 +3,7 @@ interpolated Kneser-Ney n-gram models, training batches and strided perplexity.
 
 Hand-computed cases, an exact (Fraction) reference of Kneser-Ney and a window-by-window
 reference of the strided perplexity, hypothesis properties, the real Odyssey and Iliad, and
-bad input. Tests marked xfail(strict=True) pin bugs of the library (see their reasons).
+bad input.
 """
 
 import math
@@ -221,16 +221,28 @@ def test_from_tokens_known_glove(glove):
     assert vocab.words == [UNK, "ship"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="from_tokens tests `w in known` on the argument as given: a one-shot iterable "
-    "(a generator, an iterator) is consumed by the first lookups, so later words are "
-    "dropped; known=iter(['b', 'a']) gives ['<unk>', 'a'], not ['<unk>', 'a', 'b']",
-)
 def test_from_tokens_known_as_an_iterator():
     vocab = WordVocabulary.from_tokens(["a", "a", "b"], known=iter(["b", "a"]))
     assert vocab.words == [UNK, "a", "b"]
+
+
+def test_from_tokens_sizes_are_checked():
+    with pytest.raises(ValueError, match="max_size must be an integer >= 0 or None; got -1"):
+        WordVocabulary.from_tokens(["a"], max_size=-1)
+    with pytest.raises(ValueError, match="min_count must be a positive integer; got 0"):
+        WordVocabulary.from_tokens(["a"], min_count=0)
+
+
+def test_decode_refuses_ids_out_of_range():
+    with pytest.raises(ValueError, match=r"ids must be in 0..2; got \[-1\]"):
+        WordVocabulary(["a", "b"]).decode([-1])
+
+
+def test_ngram_prob_takes_tensors_and_checks_ids():
+    lm = NGramModel([1, 2, 1, 2, 1, 3], n=2, vocab_size=4)
+    assert lm.prob(torch.tensor(2), torch.tensor([1])) == lm.prob(2, (1,))
+    with pytest.raises(ValueError, match=r"word and context must be in 0..3; got 9"):
+        lm.prob(9, (1,))
 
 
 def test_vocabulary_errors():
@@ -587,13 +599,6 @@ def test_perplexity_errors(ids, context, stride, message):
     assert model.training
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="the default stride is context // 2, which is 0 for context=1: "
-    "perplexity(model, ids, 1) raises 'stride must be in 1..context=1; got 0' for a stride "
-    "the caller never passed (expected: the same as stride=1)",
-)
 def test_perplexity_default_stride_with_context_1():
     model = tiny_lm()
     ids = torch.randint(0, 50, (10,))

@@ -289,6 +289,7 @@ def test_block_dropout_only_in_training_mode():
         ({"mlp_ratio": -0.5}, ValueError, "mlp_ratio must be a number >= 0; got -0.5"),
         ({"mlp_ratio": True}, ValueError, "mlp_ratio must be a number >= 0; got True"),
         ({"mlp_ratio": math.inf}, ValueError, "mlp_ratio must be finite; got inf"),
+        ({"mlp_ratio": 0.04}, ValueError, r"round\(mlp_ratio \* E\) >= 1; got mlp_ratio=0.04"),
         ({"dropout": 1.0}, ValueError, r"dropout must be a probability in \[0, 1\); got 1.0"),
         ({"dropout": -0.1}, ValueError, r"dropout must be a probability in \[0, 1\); got -0.1"),
         ({"num_heads": 5}, ValueError, "embed_dim must be divisible by num_heads"),
@@ -304,9 +305,9 @@ def test_block_constructor_errors(kwargs, error, match):
 
 
 def test_block_input_errors_raised_by_the_attention():
-    """Errors that reach the attention name its argument (query, mask)."""
+    """The block names x; errors of the mask come from the attention."""
     block = TransformerBlock(E, H)
-    with pytest.raises(ValueError, match=r"query must be 2-D or 3-D; got 4-D .*\(1, 2, 5, 12\)"):
+    with pytest.raises(ValueError, match=r"x must be 2-D or 3-D; got 4-D .*\(1, 2, 5, 12\)"):
         block(torch.randn(1, N, L, E))
     with pytest.raises(ValueError, match=r"mask must have shape .*got \(4, 4\)"):
         block(torch.randn(N, L, E), mask=causal_mask(4))
@@ -314,21 +315,19 @@ def test_block_input_errors_raised_by_the_attention():
         block(torch.randn(N, L, E), mask=causal_mask(L).long())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason="TransformerBlock.forward runs ln1 (nn.LayerNorm) before the attention checks x, so "
-    "a wrong width or dtype raises PyTorch's RuntimeError, not the documented ValueError/"
-    "TypeError naming query",
-)
 @pytest.mark.parametrize(
     "x,error,match",
     [
-        (torch.randn(N, L, 10), ValueError, r"query must have shape \(N=2, L, E=12\); got"),
-        (torch.ones(N, L, E, dtype=torch.long), TypeError, "query must be a floating-point"),
-        (torch.randn(N, L, E, dtype=torch.float64), TypeError, "query has dtype torch.float64"),
+        (
+            torch.randn(N, L, 10),
+            ValueError,
+            r"x must have shape \(N=2, L, E=12\); got \(2, 5, 10\)",
+        ),
+        (torch.randn(10), ValueError, r"x must be 2-D or 3-D; got 1-D"),
+        (torch.ones(N, L, E, dtype=torch.long), TypeError, "x must be a floating-point"),
+        (torch.randn(N, L, E, dtype=torch.float64), TypeError, "x has dtype torch.float64"),
     ],
-    ids=["width-10", "int64", "float64-into-float32"],
+    ids=["width-10", "1-D", "int64", "float64-into-float32"],
 )
 def test_block_checks_x_before_its_layer_norm(x, error, match):
     with pytest.raises(error, match=match):
@@ -717,11 +716,13 @@ def test_sequences_longer_than_max_len(positions):
     lm(prompt(length=10), cache=cache)
     with pytest.raises(ValueError, match=match):
         lm(prompt(length=7), cache=cache)
-    assert lm.generate(prompt(length=10), 6).shape == (N, MAX_LEN)
+    # the last new token is never read: 10 + 7 - 1 = 16 tokens go through the model
+    assert lm.generate(prompt(length=10), 7).shape == (N, MAX_LEN + 1)
+    assert lm.generate(prompt(length=MAX_LEN), 1).shape == (N, MAX_LEN + 1)
     with pytest.raises(
-        ValueError, match=r"ids plus max_new_tokens must be at most max_len=16.*got 17"
+        ValueError, match=r"ids plus max_new_tokens - 1 must be at most max_len=16.*got 17"
     ):
-        lm.generate(prompt(length=10), 7)
+        lm.generate(prompt(length=10), 8)
 
 
 @pytest.mark.parametrize("positions", ["rope", "alibi", None])
@@ -838,7 +839,9 @@ def test_cache_errors():
     with pytest.raises(ValueError, match="num_layers must be a positive integer; got 0"):
         ModelCache(0)
     with pytest.raises(ValueError, match="window must be a positive integer; got 0"):
-        lm.new_cache(window=0)
+        ModelCache(2, window=0)
+    with pytest.raises(ValueError, match="window must be a positive integer; got 0"):
+        LanguageModel(V, E, H, 2, max_len=MAX_LEN, window=0)
     cache = lm.new_cache()
     lm(ids, cache=cache)
     with pytest.raises(ValueError, match=r"key must have shape \(N=2, G=3, L_new, D=4\)"):

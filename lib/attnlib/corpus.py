@@ -93,7 +93,7 @@ def read_books(path: str | Path) -> dict[str, str]:
     Example:
         >>> books = read_books(DATA / "odyssey.txt")  # doctest: +SKIP
         >>> len(books), books["I"][:31]  # doctest: +SKIP
-        (24, 'Tell me, O muse, of that ingeni')
+        (24, 'Tell me, O Muse, of that ingeni')
     """
     path = as_path(path)
     text = path.read_text(encoding="utf-8")
@@ -148,13 +148,19 @@ class WordVocabulary:
 
         Args:
             tokens: the training text's tokens.
-            max_size: keep at most this many words (plus ``<unk>``).
-            min_count: keep words seen at least this often.
+            max_size: keep at most this many words (plus ``<unk>``), ``>= 0``.
+            min_count: keep words seen at least this often, ``>= 1``.
             known: keep only words in this collection (e.g. the GloVe vocabulary), so that
                 every word has a pretrained vector.
         """
+        if max_size is not None and (
+            isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0
+        ):
+            raise ValueError(f"max_size must be an integer >= 0 or None; got {max_size!r}")
+        check_positive_int("min_count", min_count)
         counts = Counter(tokens)
-        known = None if known is None else known
+        if known is not None and not hasattr(known, "__contains__"):
+            known = set(known)  # a one-shot iterable: read it once
         ranked = sorted(
             (w for w, c in counts.items() if c >= min_count and (known is None or w in known)),
             key=lambda w: (-counts[w], w),
@@ -173,7 +179,10 @@ class WordVocabulary:
 
     def decode(self, ids: Tensor | Iterable[int]) -> str:
         """The words of ``ids`` joined by spaces, with no space before punctuation."""
-        ids = ids.reshape(-1).tolist() if isinstance(ids, Tensor) else list(ids)
+        ids = ids.reshape(-1).tolist() if isinstance(ids, Tensor) else [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < len(self.words)]
+        if bad:
+            raise ValueError(f"ids must be in 0..{len(self.words) - 1}; got {bad[:5]}")
         text = " ".join(self.words[i] for i in ids)
         return re.sub(r" ([,.;:!?)]|n't|'s)", r"\1", text)
 
@@ -241,8 +250,16 @@ class NGramModel:
                 self.context_types[k][gram[:-1]] += 1
 
     def prob(self, word: int, context: Sequence[int] = ()) -> float:
-        """``p(word | context)``; only the last ``n - 1`` tokens of ``context`` are read."""
-        context = tuple(context)[-(self.n - 1) :] if self.n > 1 else ()
+        """``p(word | context)``; only the last ``n - 1`` tokens of ``context`` are read.
+
+        ``word`` and ``context`` may be ints or integer tensors, in ``0 .. V-1``.
+        """
+        word = int(word)
+        context = tuple(int(c) for c in context)[-(self.n - 1) :] if self.n > 1 else ()
+        if not 0 <= word < self.vocab_size or any(not 0 <= c < self.vocab_size for c in context):
+            raise ValueError(
+                f"word and context must be in 0..{self.vocab_size - 1}; got {word}, {context}"
+            )
         unigrams = self.counts[0]
         p = (unigrams[(word,)] + 1) / (self.context_total[0][()] + self.vocab_size)
         for k in range(1, len(context) + 1):
@@ -306,7 +323,8 @@ def batches(ids: Tensor, context: int, batch_size: int, generator: torch.Generat
 def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> float:
     """Perplexity of a language model on the tokens ``ids``, read in windows of ``context``.
 
-    Windows of ``context`` tokens start every ``stride`` tokens (default ``context // 2``);
+    Windows of ``context`` tokens start every ``stride`` tokens (default ``context // 2``, at
+    least 1);
     each token is scored once, in the first window that scores it after the overlap, so that
     (except at the very start) every token is predicted from at least ``context - stride``
     tokens before it. The model runs in eval mode and is put back in its mode afterwards.
@@ -326,11 +344,12 @@ def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> f
             ``1 .. context``.
     """
     check_positive_int("context", context)
-    stride = context // 2 if stride is None else stride
+    stride = max(1, context // 2) if stride is None else stride
     if not 1 <= stride <= context:
         raise ValueError(f"stride must be in 1..context={context}; got {stride}")
     if ids.dim() != 1 or ids.numel() < 2:
         raise ValueError(f"ids must be 1-D with at least 2 tokens; got shape {tuple(ids.shape)}")
+    ids = ids.long()
     was_training = model.training
     model.eval()
     try:

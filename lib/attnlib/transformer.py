@@ -22,7 +22,13 @@ import math
 import torch
 from torch import Tensor, nn
 
-from attnlib._checks import check_dropout, check_positive_int, shape_str
+from attnlib._checks import (
+    check_dropout,
+    check_module_dtype,
+    check_positive_int,
+    check_tensor,
+    shape_str,
+)
 from attnlib.attention import causal_mask
 from attnlib.decoding import KVCache, sliding_window_mask
 from attnlib.multihead import MultiHeadAttention
@@ -86,8 +92,8 @@ class TransformerBlock(nn.Module):
 
     Raises:
         ValueError: if a size is not a positive integer, ``E`` is not divisible by ``H``,
-            ``mlp_ratio`` is negative, ``dropout`` is not in ``[0, 1)``, or ``x`` or ``mask`` has
-            the wrong shape (raised by the attention, naming the argument).
+            ``mlp_ratio`` is negative or so small that the MLP would have no hidden unit,
+            ``dropout`` is not in ``[0, 1)``, or ``x`` or ``mask`` has the wrong shape.
         TypeError: if ``x`` is not a float tensor of the block's dtype.
 
     Example:
@@ -125,6 +131,11 @@ class TransformerBlock(nn.Module):
             positions=positions,
         )
         hidden = round(self.mlp_ratio * embed_dim)
+        if self.mlp_ratio and not hidden:
+            raise ValueError(
+                f"mlp_ratio must be 0 (no MLP) or give a hidden width round(mlp_ratio * E) >= 1; "
+                f"got mlp_ratio={mlp_ratio} with embed_dim={embed_dim}"
+            )
         if hidden:
             self.ln2 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
             self.mlp = nn.Sequential(
@@ -152,6 +163,13 @@ class TransformerBlock(nn.Module):
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Attention, then the MLP, each added to ``x``; returns ``(x, weights or None)``."""
+        check_tensor("x", x, (2, 3))
+        check_module_dtype("x", x, self.attn.out_proj.weight)
+        if x.shape[-1] != self.embed_dim:
+            n = f"N={x.shape[0]}, " if x.dim() == 3 else ""
+            raise ValueError(
+                f"x must have shape ({n}L, E={self.embed_dim}); got {shape_str(x.shape)}"
+            )
         attended, weights = self.attn(
             self.ln1(x), mask=mask, need_weights=need_weights, cache=cache
         )  # (N, L, E), (N, H, L, S) or None
@@ -477,8 +495,8 @@ class LanguageModel(nn.Module):
         Raises:
             ValueError: if ``ids`` is empty or holds an index outside ``0 .. V-1``,
                 ``max_new_tokens`` is negative, ``temperature`` negative, ``top_k < 1``, or the
-                result would be longer than ``max_len`` with ``"learned"``/``"sinusoidal"``
-                positions.
+                model would have to read more than ``max_len`` tokens (``L + max_new_tokens -
+                1``) with ``"learned"``/``"sinusoidal"`` positions.
             TypeError: if ``ids`` is not an integer tensor, or ``temperature`` or ``top_k`` has
                 the wrong type.
         """
@@ -500,7 +518,10 @@ class LanguageModel(nn.Module):
                 raise TypeError(f"top_k must be an int or None; got {type(top_k).__name__}")
             if top_k < 1:
                 raise ValueError(f"top_k must be >= 1 (or None for all tokens); got {top_k}")
-        self._check_length(ids.shape[-1] + max_new_tokens, "ids plus max_new_tokens")
+        # the last new token is never fed back: the model reads at most L + max_new_tokens - 1
+        self._check_length(
+            max(ids.shape[-1], ids.shape[-1] + max_new_tokens - 1), "ids plus max_new_tokens - 1"
+        )
         was_training = self.training
         self.eval()
         try:
