@@ -62,7 +62,8 @@ export JUPYTER_PREFER_ENV_PATH := 1
 
 JB_BUILD := $(BIN)/jupyter-book build . -W -n --keep-going
 
-.PHONY: help env book test unittest nbval lint sitetest chromium execute clean distclean
+.PHONY: help env book test unittest nbval lint sitetest chromium execute clean distclean \
+    odyssey-lm texts
 
 help:
 	@echo "make book       build the HTML book into _build/html (executes changed notebooks)"
@@ -77,6 +78,9 @@ help:
 	@echo "make lock       regenerate requirements.txt and binder/requirements.txt from"
 	@echo "                requirements.in and binder/requirements.in (pip-compile)"
 	@echo "make colab-cells  rewrite the Colab cell (cell 0) of every chapter from its template"
+	@echo "make texts      rewrite data/odyssey.txt and data/iliad.txt from data/raw/"
+	@echo "make odyssey-lm retrain the Odyssey language model into data/odyssey_lm/ (about"
+	@echo "                an hour on 2 cores; tests/test_odyssey_lm.py checks the result)"
 
 # ---- environment --------------------------------------------------------------------
 # Made in this order, each step stopping make at once with a message saying what is
@@ -293,8 +297,8 @@ chromium:
 # slowest first; --output-sync keeps each chapter's report in one piece.
 # pytest exits 5 when it collects nothing (a notebook without code cells): not a failure.
 NBVAL_DIR := _build/nbval
-SLOW_FIRST := $(filter %/08_efficient_attention.ipynb %/09_positions.ipynb \
-    %/10_training_attention.ipynb %/11_inference.ipynb,$(NOTEBOOKS))
+SLOW_FIRST := $(filter %/language_model.ipynb %/08_efficient_attention.ipynb \
+    %/09_positions.ipynb %/10_training_attention.ipynb %/11_inference.ipynb,$(NOTEBOOKS))
 NBVAL_ORDER := $(SLOW_FIRST) $(filter-out $(SLOW_FIRST),$(NOTEBOOKS))
 NBVAL_OKS := $(patsubst chapters/%.ipynb,$(NBVAL_DIR)/%.ok,$(NBVAL_ORDER))
 NBVAL_DEPS := $(wildcard lib/attnlib/*.py) $(wildcard data/*) tests/nbval_sanitize.cfg $(STAMP)
@@ -328,6 +332,16 @@ ifneq ($(NOTEBOOKS),)
 else
 	@echo "execute: no chapters/*.ipynb yet"
 endif
+
+# ---- data and the trained model -----------------------------------------------------
+# Butler's Odyssey and Iliad, cleaned from the Project Gutenberg files in data/raw/.
+texts: $(STAMP)
+	$(BIN)/python scripts/prepare_texts.py
+
+# The chapter "A language model on the Odyssey" loads this model; the script trains it and
+# five variants deterministically (seeded draws) and writes data/odyssey_lm/ atomically.
+odyssey-lm: $(STAMP)
+	$(BIN)/python scripts/train_odyssey.py
 
 # ---- cleaning -----------------------------------------------------------------------
 clean:
