@@ -16,6 +16,7 @@ from conftest import ROOT
 MODULES = [
     "attnlib.attention",
     "attnlib.convert",
+    "attnlib.corpus",
     "attnlib.decoding",
     "attnlib.display",
     "attnlib.efficient",
@@ -26,6 +27,7 @@ MODULES = [
     "attnlib.positions",
     "attnlib.similarity",
     "attnlib.tokenizer",
+    "attnlib.transformer",
 ]
 
 HEAVY = ("keras", "matplotlib", "pyarrow", "tensorflow", "jax")

@@ -10,6 +10,7 @@ by the functions that need them, when they are called.
 
 from attnlib import (
     convert,
+    corpus,
     decoding,
     display,
     efficient,
@@ -54,6 +55,7 @@ __all__ = [
     "attention_weights",
     "causal_mask",
     "convert",
+    "corpus",
     "cosine_matrix",
     "cosine_similarity",
     "decoding",

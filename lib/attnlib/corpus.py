@@ -29,7 +29,6 @@ from torch import Tensor
 from attnlib._checks import as_path, check_positive_int
 
 __all__ = [
-    "UNK",
     "NGramModel",
     "WordVocabulary",
     "batches",
@@ -288,14 +287,15 @@ class NGramModel:
 def batches(ids: Tensor, context: int, batch_size: int, generator: torch.Generator):
     """One random training batch: ``batch_size`` windows of ``context + 1`` tokens.
 
-    Returns ``(inputs, targets)``, both ``(batch_size, context)``: ``targets`` is ``inputs``
-    shifted by one token, so position ``t`` learns to predict the token after it.
-
     Args:
         ids: the training tokens, ``(T,)`` with ``T > context``.
         context: the window length ``L``.
         batch_size: ``N``.
         generator: draws the window starts (seed it to make training repeatable).
+
+    Returns:
+        ``(inputs, targets)``, both ``(batch_size, context)`` long tensors: ``targets`` is
+        ``inputs`` shifted by one token, so position ``t`` learns to predict the token after it.
 
     Raises:
         ValueError: if ``ids`` is not 1-D with more than ``context`` tokens.
@@ -342,6 +342,14 @@ def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> f
     Raises:
         ValueError: if ``ids`` is not 1-D with at least two tokens, or ``stride`` is not in
             ``1 .. context``.
+
+    Example:
+        >>> from attnlib import LanguageModel
+        >>> _ = torch.manual_seed(0)
+        >>> lm = LanguageModel(50, 12, 3, 1, max_len=16)
+        >>> ids = torch.randint(0, 50, (40,))
+        >>> round(perplexity(lm, ids, context=16), 1)  # untrained: about V = 50
+        50.9
     """
     check_positive_int("context", context)
     stride = max(1, context // 2) if stride is None else stride

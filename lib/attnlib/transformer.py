@@ -149,10 +149,12 @@ class TransformerBlock(nn.Module):
 
     @property
     def embed_dim(self) -> int:
+        """``E``, the size of the vectors the block reads and writes."""
         return self.attn.embed_dim
 
     @property
     def num_heads(self) -> int:
+        """``H``, the number of attention heads."""
         return self.attn.num_heads
 
     def forward(
@@ -396,6 +398,7 @@ class LanguageModel(nn.Module):
 
     @property
     def num_layers(self) -> int:
+        """The number of blocks."""
         return len(self.blocks)
 
     def new_cache(self) -> ModelCache:
