@@ -301,14 +301,15 @@ def main(argv=None) -> None:
         if name == "main":
             state = {k: v.contiguous() for k, v in model.state_dict().items()}
             _atomic_write(args.out / "model.pt", lambda tmp, state=state: torch.save(state, tmp))
-    _atomic_write(
-        args.out / "vocab.txt",
-        lambda tmp: Path(tmp).write_text("\n".join(vocab.words) + "\n", encoding="utf-8"),
-    )
-    _atomic_write(
-        args.out / "results.json",
-        lambda tmp: Path(tmp).write_text(json.dumps(results, indent=1) + "\n"),
-    )
+        # after every model, so that an interrupted run keeps the models it finished
+        _atomic_write(
+            args.out / "vocab.txt",
+            lambda tmp: Path(tmp).write_text("\n".join(vocab.words) + "\n", encoding="utf-8"),
+        )
+        _atomic_write(
+            args.out / "results.json",
+            lambda tmp: Path(tmp).write_text(json.dumps(results, indent=1) + "\n"),
+        )
 
 
 if __name__ == "__main__":
