@@ -116,7 +116,7 @@ def main() -> None:
         line = _common.ratio_line(
             f"S={S}: recompute / cache", _common.ratio(m["recompute"], m["cache"]), goal
         )
-        print(line + f"; cache {cache.nbytes / (S - 1):.0f} bytes per token")
+        print(line + f"; cache {cache.nbytes / cache.length:.0f} bytes per token")
         ok &= "FAIL" not in line
     m = _common.rounds(training_calls(), "training step", "N=32, L=64", n=args.rounds)
     _common.compare(m)

@@ -13,7 +13,13 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-SCRIPTS = ["bench_mha.py", "bench_memory.py", "bench_decoding.py", "bench_glove_load.py"]
+SCRIPTS = [
+    "bench_mha.py",
+    "bench_memory.py",
+    "bench_decoding.py",
+    "bench_glove_load.py",
+    "bench_lm.py",
+]
 
 if __name__ == "__main__":
     quick = "--quick" in sys.argv[1:]
