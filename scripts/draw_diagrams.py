@@ -1,4 +1,4 @@
-"""Draw the book's four schematic diagrams as SVG files in figures/.
+"""Draw the book's five schematic diagrams as SVG files in figures/.
 
 - ``weighted_sum.svg``: the output of one query as a weighted sum of value vectors, the
   weights a softmax of the scores (chapter 3);
@@ -8,7 +8,11 @@
   ``(H, L, D)`` -> attention per head -> back to ``(L, E)`` -> ``W_O`` (chapter 5);
 - ``tiled_attention.svg``: one block of queries against the key blocks, with the running
   maximum ``m``, the running sum ``ℓ`` and the output accumulator ``o`` rescaled whenever
-  the maximum grows (chapter 8).
+  the maximum grows (chapter 8);
+- ``transformer_block.svg``: the causal language model of "A language model on the
+  Odyssey": token ids -> ``E_tok[ids] + P`` -> two pre-LayerNorm blocks (attention and MLP,
+  each added to the residual stream) -> ``LN_f`` -> the tied ``E_tok^T`` -> logits
+  ``(L, V)`` -> softmax, with the shapes where they change.
 
 The notation is the book's (chapters/notation.md). The colours are Okabe and Ito's
 colour-blind-safe palette, and every colour is also named by a label. The output is
@@ -29,8 +33,10 @@ import math
 from pathlib import Path
 
 import matplotlib
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
+from matplotlib.path import Path as MPath
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "figures"
@@ -518,11 +524,181 @@ def tiled_attention(path: Path) -> None:
     _save(fig, path)
 
 
+# ---- 5. the transformer block of the language model ----------------------------------
+
+
+def _box(ax, cx, cy, w, h, text, colour, alpha=0.35, fontsize=10):
+    """A rounded box centred on (cx, cy), filled with a light ``colour``, its text in the
+    middle. Returns (left, bottom, right, top)."""
+    ax.add_patch(
+        FancyBboxPatch(
+            (cx - w / 2, cy - h / 2),
+            w,
+            h,
+            boxstyle="round,pad=0,rounding_size=0.06",
+            facecolor=to_rgba(colour, alpha),
+            edgecolor=DARK,
+            lw=1.0,
+        )
+    )
+    ax.text(cx, cy, text, ha="center", va="center", fontsize=fontsize, linespacing=1.5)
+    return cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2
+
+
+def _plus(ax, cx, cy, r=0.13):
+    """The ⊕ of a sum: a circle with a cross (drawn, not a glyph)."""
+    ax.add_patch(Circle((cx, cy), r, facecolor="white", edgecolor=DARK, lw=1.2, zorder=3))
+    d = 0.6 * r
+    ax.plot(
+        [cx - d, cx + d, math.nan, cx, cx],
+        [cy, cy, math.nan, cy - d, cy + d],
+        color=DARK,
+        lw=1.2,
+        zorder=4,
+    )
+
+
+def _bypass(ax, x, y_from, y_to, x_side, r=0.13):
+    """A residual connection: from the stream at (x, y_from), out to x_side, up, and into
+    the ⊕ (radius r) at (x, y_to)."""
+    ax.add_patch(Circle((x, y_from), 0.04, color=DARK, zorder=3))
+    verts = [(x, y_from), (x_side, y_from), (x_side, y_to), (x - r, y_to)]
+    ax.add_patch(
+        FancyArrowPatch(
+            path=MPath(verts, [MPath.MOVETO] + [MPath.LINETO] * 3),
+            arrowstyle="-|>",
+            mutation_scale=12,
+            color=DARK,
+            lw=1.8,
+            joinstyle="miter",
+        )
+    )
+    ax.text(
+        x_side - 0.1,
+        (y_from + y_to) / 2,
+        "residual",
+        rotation=90,
+        ha="center",
+        va="center",
+        fontsize=9,
+    )
+
+
+def transformer_block(path: Path) -> None:
+    """The causal language model: embedding + positions, a pre-LayerNorm block (drawn once,
+    applied twice), the final LayerNorm, the tied output matrix and the softmax."""
+    fig, ax = _canvas(6.0)
+    sx, r = 3.2, 0.13  # the residual stream goes up at x = sx
+    shape = {"ha": "left", "va": "center", "fontsize": 10}
+    # the input, left to right along the bottom, into the stream
+    y0 = 0.72
+    _box(ax, 0.55, y0, 0.8, 0.32, "token ids", "white", 1.0)
+    ax.text(0.55, y0 - 0.22, "$(L,)$", ha="center", va="top", fontsize=10)
+    _arrow(ax, (0.95, y0), (1.2, y0))
+    _box(ax, 1.95, y0, 1.5, 0.46, "token embedding\n$E_{\\mathrm{tok}}[\\mathrm{ids}]$", GREEN)
+    ax.text(1.95, y0 - 0.29, "$(L, E)$", ha="center", va="top", fontsize=10)
+    _arrow(ax, (2.7, y0), (sx - r, y0))
+    _plus(ax, sx, y0, r)
+    _box(ax, 4.35, y0, 1.2, 0.32, "positions $P$", PURPLE)
+    ax.text(4.35, y0 - 0.22, "$(L, E)$", ha="center", va="top", fontsize=10)
+    _arrow(ax, (3.75, y0), (sx + r, y0))
+    # the block: LN_1, attention, +; LN_2, MLP, +
+    f_left, f_right, f_bottom, f_top = 1.05, 5.0, 1.1, 5.2
+    ax.add_patch(
+        FancyBboxPatch(
+            (f_left, f_bottom),
+            f_right - f_left,
+            f_top - f_bottom,
+            boxstyle="round,pad=0,rounding_size=0.1",
+            facecolor="#F4F4F4",
+            edgecolor="#888888",
+            lw=1.0,
+            zorder=0,
+        )
+    )
+    ax.text(
+        f_right - 0.1,
+        f_top - 0.1,
+        "block × 2",
+        ha="right",
+        va="top",
+        fontsize=11,
+        fontweight="bold",
+    )
+    ln1, attn, plus1, ln2, mlp, plus2 = 1.72, 2.38, 3.0, 3.72, 4.38, 5.0
+    branch1, branch2 = 1.32, 3.32
+    _arrow(ax, (sx, y0 + r), (sx, ln1 - 0.15))
+    ax.text(sx + 0.1, branch1, "$(L, E)$", **shape)
+    _box(ax, sx, ln1, 1.0, 0.3, "$\\mathrm{LN}_1$", GREY, 0.6)
+    _arrow(ax, (sx, ln1 + 0.15), (sx, attn - 0.23))
+    _box(
+        ax,
+        sx,
+        attn,
+        2.9,
+        0.46,
+        "multi-head attention (causal)\n$H$ heads; position $i$ sees $j \\leq i$",
+        BLUE,
+        fontsize=9.5,
+    )
+    _arrow(ax, (sx, attn + 0.23), (sx, plus1 - r))
+    _plus(ax, sx, plus1, r)
+    _bypass(ax, sx, branch1, plus1, 1.45, r)
+    _arrow(ax, (sx, plus1 + r), (sx, ln2 - 0.15))
+    _box(ax, sx, ln2, 1.0, 0.3, "$\\mathrm{LN}_2$", GREY, 0.6)
+    _arrow(ax, (sx, ln2 + 0.15), (sx, mlp - 0.23))
+    _box(
+        ax,
+        sx,
+        mlp,
+        2.9,
+        0.46,
+        "MLP: Linear $(E \\to 4E)$, GELU,\nLinear $(4E \\to E)$",
+        ORANGE,
+        fontsize=9.5,
+    )
+    _arrow(ax, (sx, mlp + 0.23), (sx, plus2 - r))
+    _plus(ax, sx, plus2, r)
+    _bypass(ax, sx, branch2, plus2, 1.45, r)
+    # what each part adds, and the shape inside the MLP
+    ax.text(f_right + 0.15, ln1, "LN: LayerNorm, before each part", **shape)
+    ax.text(f_right + 0.15, plus1, "$x + \\mathrm{attention}(\\mathrm{LN}_1(x))$", **shape)
+    ax.text(f_right + 0.15, mlp, "inside: $(L, E) \\to (L, 4E) \\to (L, E)$", **shape)
+    ax.text(f_right + 0.15, plus2, "$x + \\mathrm{MLP}(\\mathrm{LN}_2(x))$", **shape)
+    # out of the block: LN_f, the tied output matrix, the softmax, left to right at the top
+    y1 = 5.64
+    _arrow(ax, (sx, plus2 + r), (sx, y1 - 0.15))
+    ax.text(sx + 0.1, (f_top + y1 - 0.15) / 2, "$(L, E)$", **shape)
+    _box(ax, sx, y1, 0.9, 0.3, "$\\mathrm{LN}_f$", GREY, 0.6)
+    _arrow(ax, (sx + 0.45, y1), (4.0, y1))
+    _box(
+        ax,
+        4.75,
+        y1,
+        1.5,
+        0.46,
+        "$\\times\\, E_{\\mathrm{tok}}^{\\top}$ (tied)\n$(L, E) \\to (L, V)$",
+        GREEN,
+        fontsize=9.5,
+    )
+    _arrow(ax, (5.5, y1), (6.35, y1), "logits")
+    ax.text(5.925, y1 - 0.07, "$(L, V)$", ha="center", va="top", fontsize=10)
+    _box(ax, 7.1, y1, 1.5, 0.46, "softmax\n$p$(next token)", "white", 1.0)
+    _note(
+        ax,
+        0.12,
+        "attention mixes positions; the MLP works on each position alone; "
+        "each adds its result to the stream",
+    )
+    _save(fig, path)
+
+
 DIAGRAMS = {
     "weighted_sum.svg": weighted_sum,
     "qkv_projections.svg": qkv_projections,
     "heads_split_merge.svg": heads_split_merge,
     "tiled_attention.svg": tiled_attention,
+    "transformer_block.svg": transformer_block,
 }
 
 

@@ -12,7 +12,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "draw_diagrams.py"
-NAMES = ["weighted_sum.svg", "qkv_projections.svg", "heads_split_merge.svg", "tiled_attention.svg"]
+NAMES = [
+    "weighted_sum.svg",
+    "qkv_projections.svg",
+    "heads_split_merge.svg",
+    "tiled_attention.svg",
+    "transformer_block.svg",
+]
 
 
 @pytest.fixture(scope="module")
