@@ -78,7 +78,8 @@ class TransformerBlock(nn.Module):
             attention, see :class:`attnlib.MultiHeadAttention`.
 
     Attributes:
-        ln1, ln2: ``nn.LayerNorm(E)`` (``ln2`` is ``None`` without an MLP).
+        ln1: ``nn.LayerNorm(E)``, before the attention.
+        ln2: ``nn.LayerNorm(E)``, before the MLP (``None`` without an MLP).
         attn: :class:`attnlib.MultiHeadAttention` ``(E, H, bias=bias)``.
         mlp: ``nn.Sequential(Linear(E, rE), GELU(), Linear(rE, E))``, or ``None``.
 
@@ -211,7 +212,7 @@ class ModelCache:
 
     @property
     def length(self) -> int:
-        """The number of tokens seen so far: the position of the next token."""
+        """The number of tokens seen so far, which is the position of the next token."""
         return self.layers[0].length
 
     @property
