@@ -179,6 +179,7 @@ def _atomic_write(path: Path, write) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
     os.close(fd)
+    os.chmod(tmp, 0o644)  # mkstemp makes the file private; these are shared data
     try:
         write(tmp)
         os.replace(tmp, path)
