@@ -297,7 +297,7 @@ chromium:
 # slowest first; --output-sync keeps each chapter's report in one piece.
 # pytest exits 5 when it collects nothing (a notebook without code cells): not a failure.
 NBVAL_DIR := _build/nbval
-SLOW_FIRST := $(filter %/language_model.ipynb %/08_efficient_attention.ipynb \
+SLOW_FIRST := $(filter %/language_model.ipynb %/induction_heads.ipynb %/08_efficient_attention.ipynb \
     %/09_positions.ipynb %/10_training_attention.ipynb %/11_inference.ipynb,$(NOTEBOOKS))
 NBVAL_ORDER := $(SLOW_FIRST) $(filter-out $(SLOW_FIRST),$(NOTEBOOKS))
 NBVAL_OKS := $(patsubst chapters/%.ipynb,$(NBVAL_DIR)/%.ok,$(NBVAL_ORDER))
