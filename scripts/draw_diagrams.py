@@ -629,37 +629,35 @@ def transformer_block(path: Path) -> None:
     branch1, branch2 = 1.32, 3.32
     _arrow(ax, (sx, y0 + r), (sx, ln1 - 0.15))
     ax.text(sx + 0.1, branch1, "$(L, E)$", **shape)
-    _box(ax, sx, ln1, 1.0, 0.3, "$\\mathrm{LN}_1$", GREY, 0.6)
-    _arrow(ax, (sx, ln1 + 0.15), (sx, attn - 0.23))
-    _box(
-        ax,
-        sx,
-        attn,
-        2.9,
-        0.46,
-        "multi-head attention (causal)\n$H$ heads; position $i$ sees $j \\leq i$",
-        BLUE,
-        fontsize=9.5,
-    )
-    _arrow(ax, (sx, attn + 0.23), (sx, plus1 - r))
-    _plus(ax, sx, plus1, r)
-    _bypass(ax, sx, branch1, plus1, 1.45, r)
-    _arrow(ax, (sx, plus1 + r), (sx, ln2 - 0.15))
-    _box(ax, sx, ln2, 1.0, 0.3, "$\\mathrm{LN}_2$", GREY, 0.6)
-    _arrow(ax, (sx, ln2 + 0.15), (sx, mlp - 0.23))
-    _box(
-        ax,
-        sx,
-        mlp,
-        2.9,
-        0.46,
-        "MLP: Linear $(E \\to 4E)$, GELU,\nLinear $(4E \\to E)$",
-        ORANGE,
-        fontsize=9.5,
-    )
-    _arrow(ax, (sx, mlp + 0.23), (sx, plus2 - r))
-    _plus(ax, sx, plus2, r)
-    _bypass(ax, sx, branch2, plus2, 1.45, r)
+    parts = [
+        (
+            ln1,
+            "1",
+            attn,
+            "multi-head attention (causal)\n$H$ heads; position $i$ sees $j \\leq i$",
+            BLUE,
+            plus1,
+            branch1,
+        ),
+        (
+            ln2,
+            "2",
+            mlp,
+            "MLP: Linear $(E \\to 4E)$, GELU,\nLinear $(4E \\to E)$",
+            ORANGE,
+            plus2,
+            branch2,
+        ),
+    ]
+    for k, (ln, n, y, text, colour, plus, branch) in enumerate(parts):
+        if k:  # from the first sum up to the second LayerNorm
+            _arrow(ax, (sx, plus1 + r), (sx, ln - 0.15))
+        _box(ax, sx, ln, 1.0, 0.3, f"$\\mathrm{{LN}}_{n}$", GREY, 0.6)
+        _arrow(ax, (sx, ln + 0.15), (sx, y - 0.23))
+        _box(ax, sx, y, 2.9, 0.46, text, colour, fontsize=9.5)
+        _arrow(ax, (sx, y + 0.23), (sx, plus - r))
+        _plus(ax, sx, plus, r)
+        _bypass(ax, sx, branch, plus, 1.45, r)
     # what each part adds, and the shape inside the MLP
     ax.text(f_right + 0.15, ln1, "LN: LayerNorm, before each part", **shape)
     ax.text(f_right + 0.15, plus1, "$x + \\mathrm{attention}(\\mathrm{LN}_1(x))$", **shape)
