@@ -746,7 +746,7 @@ def dot_product(path: Path) -> None:
     ax.text(
         o[0] + 0.72 * math.cos(mid),
         o[1] + 0.72 * math.sin(mid),
-        "$\\alpha$",
+        "$\\theta$",
         ha="center",
         va="center",
         fontsize=12,
@@ -766,7 +766,7 @@ def dot_product(path: Path) -> None:
     ax.text(
         (o[0] + foot[0]) / 2 + 0.1,
         (o[1] + foot[1]) / 2 - 0.38,
-        "$\\Vert\\mathbf{v}\\Vert \\cos\\alpha$",
+        "$\\Vert\\mathbf{v}\\Vert \\cos\\theta$",
         ha="center",
         va="center",
         fontsize=11,
@@ -776,7 +776,7 @@ def dot_product(path: Path) -> None:
         0.25,
         3.55,
         "$\\mathbf{u} \\cdot \\mathbf{v} = \\sum_k u_k v_k "
-        "= \\Vert\\mathbf{u}\\Vert\\, \\Vert\\mathbf{v}\\Vert \\cos\\alpha$",
+        "= \\Vert\\mathbf{u}\\Vert\\, \\Vert\\mathbf{v}\\Vert \\cos\\theta$",
         ha="left",
         va="center",
         fontsize=12,
