@@ -19,7 +19,7 @@
   weights (chapter 3);
 - ``masks.svg``: the causal mask ``(L, S)``, a padding mask ``(N, S)`` broadcast over the
   queries, and the two combined, ``(N, H, L, S)`` (chapter 3);
-- ``training_loop.svg``: batch -> forward -> loss -> backward -> optimizer step -> the weights
+- ``training_loop.svg``: batch -> forward -> loss -> backward -> optimiser step -> the weights
   (chapter "Training attention");
 - ``positions.svg``: the sinusoidal encoding as clocks turning at ``omega_i``, and RoPE's
   rotations of a query and a key, whose angle depends on the distance only ("Positions");
@@ -1011,7 +1011,7 @@ def training_loop(path: Path) -> None:
             "backward\nloss.backward(): $\\partial\\,\\mathrm{loss} / \\partial W$",
             ORANGE,
         ),
-        "step": (4.0, 1.15, "step\noptimizer.step(): $W \\leftarrow W - \\eta\\, g$", GREEN),
+        "step": (4.0, 1.15, "step\noptimiser.step(): update $W$", GREEN),
     }
     for cx, cy, text, colour in boxes.values():
         _box(
@@ -1046,8 +1046,8 @@ def training_loop(path: Path) -> None:
     _note(
         ax,
         0.2,
-        "optimizer.zero_grad() clears the gradients before each backward pass; "
-        "$\\eta$: the learning rate",
+        "gradient descent: $W \\leftarrow W - \\eta\\, g$, $\\eta$ the learning rate "
+        "(Adam rescales $g$); optimiser.zero_grad() clears old gradients",
     )
     _save(fig, path)
 
@@ -1159,7 +1159,7 @@ def positions(path: Path) -> None:
     ax.text(
         6.58,
         1.05,
-        "$(R_p \\mathbf{q}) \\cdot (R_{p'} \\mathbf{k})$ depends on $p' - p$ only",
+        "the score depends on the distance only",
         ha="center",
         va="center",
         fontsize=10,
