@@ -1,7 +1,7 @@
 """`make env` on a reader's machine: the interpreter check, the network probe, a stale .venv.
 
-Each test runs the real Makefile in a temporary folder holding only the Makefile and the
-requirements files, never the repository's .venv. The interpreter is a fake: a shell
+Each test runs the real Makefile in a temporary folder holding only the Makefile,
+scripts/make_env.py and the requirements files, never the repository's .venv. The interpreter is a fake: a shell
 script that reports the Python version the test chooses and whose `-m venv` makes a fake
 .venv, whose `python` records its arguments instead of installing anything. The network
 probe is the real one (run by the test's Python), pointed at local addresses only: a
@@ -23,7 +23,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT_FILES = ("Makefile", "requirements.in", "requirements.txt", "pyproject.toml")
+PROJECT_FILES = (
+    "Makefile",
+    "requirements.in",
+    "requirements.txt",
+    "pyproject.toml",
+    "scripts/make_env.py",
+)
 CLOSED_PORT = "http://127.0.0.1:9/simple/"  # the discard port: nothing listens, refused at once
 
 pytestmark = pytest.mark.skipif(
@@ -59,6 +65,7 @@ class Project:
     def __init__(self, path: Path):
         self.path = path
         for name in PROJECT_FILES:
+            (path / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, path / name)
         self.fake_python = self._script("fake-python", FAKE_PYTHON.format(real=sys.executable))
         self.fake_venv_python = self._script("fake-venv-python", FAKE_VENV_PYTHON)
