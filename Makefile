@@ -62,7 +62,8 @@ export JUPYTER_PREFER_ENV_PATH := 1
 
 JB_BUILD := $(BIN)/jupyter-book build . -W -n --keep-going
 
-.PHONY: help env book test unittest nbval lint sitetest chromium execute clean distclean \
+
+.PHONY: help env book test unittest nbval nbval-portable lint sitetest chromium execute clean distclean \
     odyssey-lm texts
 
 help:
@@ -250,7 +251,8 @@ colab-cells: $(STAMP)
 # second `make book` only re-writes nothing and takes seconds.
 # A failed build forgets Sphinx's saved environment, so the next (incremental) build
 # re-reads every page and reports the same warnings again instead of passing.
-book: $(STAMP) nbval
+book: $(STAMP)
+	@$(MAKE) --no-print-directory nbval NBVAL_LENIENT=1
 	$(JB_BUILD) || { rm -f _build/.doctrees/environment.pickle; exit 1; }
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
@@ -259,7 +261,7 @@ book: $(STAMP) nbval
 # unchanged since the last build are reported again. The site test needs the built
 # book, so it runs last. Independent work runs on every core (pytest-xdist).
 test: $(STAMP)
-	$(MAKE) --no-print-directory lint unittest nbval
+	$(MAKE) --no-print-directory lint unittest nbval nbval-portable
 	$(JB_BUILD) --all || { rm -f _build/.doctrees/environment.pickle; exit 1; }
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 	$(MAKE) --no-print-directory sitetest
@@ -291,26 +293,40 @@ chromium:
 	fi
 
 # nbval re-executes each chapter in a fresh kernel "python3" (the venv's kernel spec, as
-# `make execute` does) and compares every output with the stored one. A chapter is
-# checked again only when it, attnlib, the data or the environment changed since its
-# last check (stamp: _build/nbval/<chapter>.ok). Chapters run $(JOBS) at a time, the
-# slowest first; --output-sync keeps each chapter's report in one piece.
-# pytest exits 5 when it collects nothing (a notebook without code cells): not a failure.
-NBVAL_DIR := _build/nbval
+# `make execute` does) and compares every output with the stored one
+# (scripts/nbval_chapter.py). A chapter is checked again only when it, attnlib, the data or
+# the environment changed since its last check (stamp: $(NBVAL_DIR)/<chapter>.ok). Chapters
+# run $(JOBS) at a time, the slowest first; --output-sync keeps each report in one piece.
+# NBVAL_ENV sets the machine settings of a run; NBVAL_LENIENT=1 (make book) warns instead of
+# failing when an output prints differently on this machine, and writes no stamp then.
+NBVAL_DIR ?= _build/nbval
+NBVAL_ENV ?=
 SLOW_FIRST := $(filter %/language_model.ipynb %/induction_heads.ipynb %/08_efficient_attention.ipynb \
     %/09_positions.ipynb %/10_training_attention.ipynb %/11_inference.ipynb,$(NOTEBOOKS))
 NBVAL_ORDER := $(SLOW_FIRST) $(filter-out $(SLOW_FIRST),$(NOTEBOOKS))
 NBVAL_OKS := $(patsubst chapters/%.ipynb,$(NBVAL_DIR)/%.ok,$(NBVAL_ORDER))
-NBVAL_DEPS := $(wildcard lib/attnlib/*.py) $(wildcard data/*) tests/nbval_sanitize.cfg $(STAMP)
+NBVAL_DEPS := $(wildcard lib/attnlib/*.py) $(wildcard data/*) tests/nbval_sanitize.cfg \
+    scripts/nbval_chapter.py $(STAMP)
 
 nbval: $(STAMP)
 	@$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(NBVAL_OKS)
-	@echo "nbval: every chapter's stored outputs match a fresh run"
+	@echo "nbval: $(if $(NBVAL_LENIENT),checked (a WARNING above names any output that prints \
+	    differently here),every chapter's stored outputs match a fresh run) $(NBVAL_ENV)"
 
 $(NBVAL_DIR)/%.ok: chapters/%.ipynb $(NBVAL_DEPS)
-	$(BIN)/pytest --nbval $< --nbval-sanitize-with tests/nbval_sanitize.cfg \
-	    -p no:randomly -p no:xdist -q || [ $$? -eq 5 ]
-	@mkdir -p $(@D) && touch $@
+	@echo "nbval $< $(NBVAL_ENV)"
+	@rc=0; env $(NBVAL_ENV) $(BIN)/python scripts/nbval_chapter.py $< \
+	    $(if $(NBVAL_LENIENT),--lenient) || rc=$$?; \
+	if [ $$rc -eq 0 ]; then mkdir -p $(@D) && touch $@; elif [ $$rc -ne 3 ]; then exit $$rc; fi
+
+# The stored outputs must not depend on the machine. A reader's computer may give torch one
+# thread, lack AVX2 (ATen's default kernels stand in for ARM and older CPUs), or run another
+# BLAS kernel: every chapter is checked again under two such settings (own stamps).
+PORTABLE_1 := OMP_NUM_THREADS=1 MKL_CBWR=COMPATIBLE
+PORTABLE_2 := ATEN_CPU_CAPABILITY=default OPENBLAS_CORETYPE=Sandybridge
+nbval-portable: $(STAMP)
+	@$(MAKE) --no-print-directory nbval NBVAL_DIR=_build/nbval-portable-1 NBVAL_ENV="$(PORTABLE_1)"
+	@$(MAKE) --no-print-directory nbval NBVAL_DIR=_build/nbval-portable-2 NBVAL_ENV="$(PORTABLE_2)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,4 +1,4 @@
-"""Draw the book's five schematic diagrams as SVG files in figures/.
+"""Draw the book's schematic diagrams as SVG files in figures/.
 
 - ``weighted_sum.svg``: the output of one query as a weighted sum of value vectors, the
   weights a softmax of the scores (chapter 3);
@@ -12,7 +12,23 @@
 - ``transformer_block.svg``: the causal language model of "A language model on the
   Odyssey": token ids -> ``E_tok[ids] + P`` -> two pre-LayerNorm blocks (attention and MLP,
   each added to the residual stream) -> ``LN_f`` -> the tied ``E_tok^T`` -> logits
-  ``(L, V)`` -> softmax, with the shapes where they change.
+  ``(L, V)`` -> softmax, with the shapes where they change;
+- ``dot_product.svg``: two vectors, the angle between them and the projection of one on the
+  other; the cosine as the dot product of the directions, in the cases 1, 0 and -1 (chapter 2);
+- ``softmax.svg``: scores -> minus their maximum -> exponentials -> divided by their sum, the
+  weights (chapter 3);
+- ``masks.svg``: the causal mask ``(L, S)``, a padding mask ``(N, S)`` broadcast over the
+  queries, and the two combined, ``(N, H, L, S)`` (chapter 3);
+- ``training_loop.svg``: batch -> forward -> loss -> backward -> optimiser step -> the weights
+  (chapter "Training attention");
+- ``positions.svg``: the sinusoidal encoding as clocks turning at ``omega_i``, and RoPE's
+  rotations of a query and a key, whose angle depends on the distance only ("Positions");
+- ``next_token.svg``: inputs and targets shifted by one; position t reads tokens 0..t and
+  predicts token t + 1 ("A language model on the Odyssey");
+- ``kv_cache.svg``: three decoding steps, the cache growing by one key and one value, one row
+  of scores per step ("Attention at inference");
+- ``induction_circuit.svg``: ``[A][B] ... [A] -> [B]``: the previous-token head, the induction
+  head's QK circuit by K-composition and its OV circuit copying B ("What a head computes").
 
 The notation is the book's (chapters/notation.md). The colours are Okabe and Ito's
 colour-blind-safe palette, and every colour is also named by a label. The output is
@@ -691,12 +707,719 @@ def transformer_block(path: Path) -> None:
     _save(fig, path)
 
 
+# ---- 6. the dot product and the cosine ------------------------------------------------
+
+
+def _vec(ax, origin, angle_deg, length, colour, label, lw=2.2, fontsize=12, offset=0.18):
+    """An arrow from origin at angle_deg (degrees), with its label beyond the tip."""
+    a = math.radians(angle_deg)
+    tip = (origin[0] + length * math.cos(a), origin[1] + length * math.sin(a))
+    _arrow(ax, origin, tip, colour=colour, lw=lw)
+    ax.text(
+        tip[0] + offset * math.cos(a),
+        tip[1] + offset * math.sin(a),
+        label,
+        ha="center",
+        va="center",
+        fontsize=fontsize,
+        color=colour,
+    )
+    return tip
+
+
+def dot_product(path: Path) -> None:
+    """Two vectors, the angle between them, the projection of one on the other; the cosine
+    as the dot product of the two directions; three cases: 1, 0, -1."""
+    fig, ax = _canvas(3.9)
+    o, au, av, lu, lv = (0.45, 0.95), 12.0, 52.0, 3.0, 2.1
+    _vec(ax, o, au, lu, BLUE, "$\\mathbf{u}$")
+    tip_v = _vec(ax, o, av, lv, VERMILION, "$\\mathbf{v}$")
+    # the angle
+    arc = [math.radians(au + k * (av - au) / 20) for k in range(21)]
+    ax.plot(
+        [o[0] + 0.55 * math.cos(a) for a in arc],
+        [o[1] + 0.55 * math.sin(a) for a in arc],
+        color=DARK,
+        lw=1.0,
+    )
+    mid = math.radians((au + av) / 2)
+    ax.text(
+        o[0] + 0.72 * math.cos(mid),
+        o[1] + 0.72 * math.sin(mid),
+        "$\\theta$",
+        ha="center",
+        va="center",
+        fontsize=12,
+    )
+    # the projection of v on the direction of u
+    cu, su = math.cos(math.radians(au)), math.sin(math.radians(au))
+    length = lv * math.cos(math.radians(av - au))
+    foot = (o[0] + length * cu, o[1] + length * su)
+    ax.plot([tip_v[0], foot[0]], [tip_v[1], foot[1]], color=DARK, lw=1.0, ls=(0, (3, 3)))
+    ax.plot(
+        [o[0] + 0.1 * su, foot[0] + 0.1 * su],
+        [o[1] - 0.1 * cu, foot[1] - 0.1 * cu],
+        color=ORANGE,
+        lw=4,
+        solid_capstyle="butt",
+    )
+    ax.text(
+        (o[0] + foot[0]) / 2 + 0.1,
+        (o[1] + foot[1]) / 2 - 0.38,
+        "$\\Vert\\mathbf{v}\\Vert \\cos\\theta$",
+        ha="center",
+        va="center",
+        fontsize=11,
+        color=DARK,
+    )
+    ax.text(
+        0.25,
+        3.55,
+        "$\\mathbf{u} \\cdot \\mathbf{v} = \\sum_k u_k v_k "
+        "= \\Vert\\mathbf{u}\\Vert\\, \\Vert\\mathbf{v}\\Vert \\cos\\theta$",
+        ha="left",
+        va="center",
+        fontsize=12,
+    )
+    ax.text(
+        0.25,
+        3.15,
+        "$\\cos(\\mathbf{u}, \\mathbf{v}) = \\mathbf{u} \\cdot \\mathbf{v}\\, /\\, "
+        "(\\Vert\\mathbf{u}\\Vert\\, \\Vert\\mathbf{v}\\Vert)$",
+        ha="left",
+        va="center",
+        fontsize=12,
+    )
+    # three cases
+    ax.plot([4.35, 4.35], [0.35, 3.65], color=GREY, lw=1.0)
+    cases = [
+        (5.0, 0, "$\\cos = 1$", "same direction"),
+        (6.2, 90, "$\\cos = 0$", "perpendicular"),
+        (7.35, 180, "$\\cos = -1$", "opposite"),
+    ]
+    for x, angle, value, words in cases:
+        origin = (x - 0.3 if angle < 180 else x, 1.9)
+        _vec(ax, origin, 0, 0.6, BLUE, "", lw=2.0)
+        _vec(ax, origin, angle, 0.42 if angle == 0 else 0.6, VERMILION, "", lw=2.0)
+        ax.text(x, 1.35, value, ha="center", va="center", fontsize=12)
+        ax.text(x, 1.05, words, ha="center", va="center", fontsize=10)
+    ax.text(6.2, 3.3, "the cosine sees only the directions:", ha="center", va="center", fontsize=10)
+    ax.text(
+        6.2,
+        3.0,
+        "it is the dot product of the two unit vectors",
+        ha="center",
+        va="center",
+        fontsize=10,
+    )
+    _note(
+        ax,
+        0.2,
+        "attention scores are dot products: they grow with the lengths too, the cosine does not",
+    )
+    _save(fig, path)
+
+
+# ---- 7. the softmax -------------------------------------------------------------------
+
+
+def _bars(ax, x0, base, values, scale, colour, width=0.2, gap=0.06, digits=2, title=None):
+    """A small bar chart: one bar per value from the baseline at height ``base``, the value
+    printed beyond the bar's end. Returns the x of the right edge."""
+    ax.plot([x0 - 0.05, x0 + len(values) * (width + gap)], [base, base], color=DARK, lw=0.8)
+    for k, value in enumerate(values):
+        x = x0 + k * (width + gap)
+        ax.add_patch(Rectangle((x, base), width, value * scale, color=colour, lw=0))
+        y = base + value * scale + (0.05 if value >= 0 else -0.05)
+        ax.text(
+            x + width / 2,
+            y,
+            f"{value:.{digits}f}",
+            ha="center",
+            va="bottom" if value >= 0 else "top",
+            fontsize=7.5,
+        )
+    right = x0 + len(values) * (width + gap) - gap
+    if title:
+        ax.text((x0 + right) / 2, 3.45, title, ha="center", va="center", fontsize=10.5)
+    return right
+
+
+def softmax_steps(path: Path) -> None:
+    """Scores -> subtract the maximum -> exponentials -> divided by their sum: weights that
+    are positive and sum to 1, the largest score getting the largest weight."""
+    scores = [2.0, 1.0, 0.2, -1.0, 0.6]
+    m = max(scores)
+    shifted = [s - m for s in scores]
+    exps = [math.exp(s) for s in shifted]
+    total = sum(exps)
+    weights = [e / total for e in exps]
+    fig, ax = _canvas(3.9)
+    base = 1.75
+    panels = [
+        (0.25, scores, 0.35, ORANGE, "scores $s_j$", 1),
+        (2.25, shifted, 0.35, ORANGE, "$s_j - m$  ($m = \\max_j s_j$)", 1),
+        (4.25, exps, 1.1, SKY, "$e^{s_j - m}$", 2),
+        (6.25, weights, 1.8, BLUE, "weights $a_j$", 2),
+    ]
+    rights = []
+    for x0, values, scale, colour, title, digits in panels:
+        rights.append(_bars(ax, x0, base, values, scale, colour, digits=digits, title=title))
+    for k, text in enumerate(["$-\\,m$", "exp", f"$\\div\\ \\Sigma = {total:.2f}$"]):
+        _arrow(ax, (rights[k] + 0.08, 2.95), (panels[k + 1][0] - 0.1, 2.95), text, fontsize=10)
+    notes = ["any real numbers", "all $\\leq 0$: no overflow", "between 0 and 1", "positive, sum 1"]
+    for (x0, *_), right, text in zip(panels, rights, notes):
+        ax.text((x0 + right) / 2, 0.4, text, ha="center", va="center", fontsize=9, color="#444444")
+    _note(ax, 0.08, "five keys $j = 0, \\dots, 4$; the largest score gets the largest weight")
+    _save(fig, path)
+
+
+# ---- 8. masks and broadcasting --------------------------------------------------------
+
+
+def _grid(ax, x, top, rows, cols, cell, on, colour, labels=True):
+    """A boolean grid: cells where on(i, j) is True filled with ``colour``, the others white
+    with a small cross. Returns (right, bottom)."""
+    for i in range(rows):
+        for j in range(cols):
+            left, bottom = x + j * cell, top - (i + 1) * cell
+            yes = on(i, j)
+            ax.add_patch(
+                Rectangle(
+                    (left, bottom),
+                    cell,
+                    cell,
+                    facecolor=to_rgba(colour, 0.75) if yes else "white",
+                    edgecolor=GREY,
+                    lw=0.8,
+                )
+            )
+            if not yes:
+                d = cell * 0.22
+                cx, cy = left + cell / 2, bottom + cell / 2
+                ax.plot(
+                    [cx - d, cx + d, math.nan, cx - d, cx + d],
+                    [cy - d, cy + d, math.nan, cy + d, cy - d],
+                    color="#999999",
+                    lw=0.8,
+                )
+    ax.add_patch(
+        Rectangle(
+            (x, top - rows * cell), cols * cell, rows * cell, fill=False, edgecolor=DARK, lw=1.0
+        )
+    )
+    if labels:
+        ax.text(x + cols * cell / 2, top + 0.06, "key $j$", ha="center", va="bottom", fontsize=9)
+        ax.text(
+            x - 0.08,
+            top - rows * cell / 2,
+            "query $i$",
+            ha="right",
+            va="center",
+            fontsize=9,
+            rotation=90,
+        )
+    return x + cols * cell, top - rows * cell
+
+
+def masks(path: Path) -> None:
+    """The causal mask (L, S), a padding mask (N, S) broadcast over the queries, and the two
+    combined; True = may attend; a blocked score becomes -inf and its weight 0."""
+    L, cell, top = 5, 0.34, 3.2
+    fig, ax = _canvas(4.3)
+    shape = {"ha": "center", "va": "top", "fontsize": 10}
+    # causal
+    x1 = 0.55
+    right, bottom = _grid(ax, x1, top, L, L, cell, lambda i, j: j <= i, BLUE)
+    ax.text(
+        (x1 + right) / 2,
+        top + 0.4,
+        "causal: $M_{ij} = [\\,j \\leq i\\,]$",
+        ha="center",
+        va="bottom",
+        fontsize=11,
+    )
+    ax.text((x1 + right) / 2, bottom - 0.08, "$(L, S)$", **shape)
+    ax.text(right + 0.35, top - L * cell / 2, "and", ha="center", va="center", fontsize=11)
+    # padding: the last two keys of this sequence are padding
+    x2 = right + 0.75
+    pad_right, pad_bottom = _grid(ax, x2, top, 1, L, cell, lambda i, j: j < 3, GREEN, False)
+    ax.text(
+        (x2 + pad_right) / 2,
+        top + 0.4,
+        "padding: keys 3, 4 are padding",
+        ha="center",
+        va="bottom",
+        fontsize=11,
+    )
+    ax.text((x2 + pad_right) / 2, pad_bottom - 0.08, "$(N, S)$ $\\to$ view $(N, 1, 1, S)$", **shape)
+    _arrow(
+        ax,
+        ((x2 + pad_right) / 2, pad_bottom - 0.4),
+        ((x2 + pad_right) / 2, bottom + 0.35),
+        colour=GREEN,
+    )
+    ax.text(
+        (x2 + pad_right) / 2 + 0.1,
+        (pad_bottom + bottom) / 2 - 0.05,
+        "broadcast:\nthe same row\nfor every query",
+        ha="left",
+        va="center",
+        fontsize=9,
+    )
+    ax.text(pad_right + 0.3, top - L * cell / 2, "=", ha="center", va="center", fontsize=16)
+    # both
+    x3 = pad_right + 0.75
+    r3, b3 = _grid(ax, x3, top, L, L, cell, lambda i, j: j <= i and j < 3, PURPLE)
+    ax.text(
+        (x3 + r3) / 2,
+        top + 0.4,
+        "both: $M_{ij}$ and not padding",
+        ha="center",
+        va="bottom",
+        fontsize=11,
+    )
+    ax.text((x3 + r3) / 2, b3 - 0.08, "$(N, H, L, S)$ after broadcasting", **shape)
+    # legend
+    ax.add_patch(Rectangle((0.55, 0.55), 0.2, 0.2, facecolor=to_rgba(BLUE, 0.75), edgecolor=GREY))
+    ax.text(0.85, 0.65, "True: may attend", va="center", fontsize=10)
+    ax.add_patch(Rectangle((2.6, 0.55), 0.2, 0.2, facecolor="white", edgecolor=GREY))
+    ax.text(
+        2.9, 0.65, "False: the score becomes $-\\infty$, the weight 0", va="center", fontsize=10
+    )
+    _note(
+        ax,
+        0.2,
+        "shapes broadcast from the right: $(L, S)$ and $(N, 1, 1, S)$ both fit $(N, H, L, S)$",
+    )
+    _save(fig, path)
+
+
+# ---- 9. the training loop -------------------------------------------------------------
+
+
+def training_loop(path: Path) -> None:
+    """Forward, loss, backward, step, around the weights: the loop every chapter trains with."""
+    fig, ax = _canvas(4.2)
+    boxes = {
+        "batch": (1.25, 3.3, "a batch\ninputs $X$, targets $y$", "white"),
+        "forward": (4.0, 3.3, "forward\n$\\hat{y} = \\mathrm{model}(X)$", BLUE),
+        "loss": (6.75, 3.3, "loss\ncross-entropy$(\\hat{y}, y)$", VERMILION),
+        "backward": (
+            6.75,
+            1.15,
+            "backward\nloss.backward(): $\\partial\\,\\mathrm{loss} / \\partial W$",
+            ORANGE,
+        ),
+        "step": (4.0, 1.15, "step\noptimiser.step(): update $W$", GREEN),
+    }
+    for cx, cy, text, colour in boxes.values():
+        _box(
+            ax,
+            cx,
+            cy,
+            2.2 if colour != "white" else 1.9,
+            0.75,
+            text,
+            colour,
+            1.0 if colour == "white" else 0.35,
+            fontsize=10,
+        )
+    _arrow(ax, (2.2, 3.3), (2.9, 3.3))
+    _arrow(ax, (5.1, 3.3), (5.65, 3.3))
+    _arrow(ax, (6.75, 2.92), (6.75, 1.53))
+    ax.text(6.85, 2.22, "gradients", ha="left", va="center", fontsize=9)
+    _arrow(ax, (5.65, 1.15), (5.1, 1.15))
+    # the weights, used by the forward pass and changed by the step
+    _box(ax, 1.25, 1.15, 1.9, 0.75, "weights $W$\n$W_Q$, $W_K$, $W_V$, ...", GREY, 0.6)
+    _arrow(ax, (2.9, 1.15), (2.2, 1.15), "update", fontsize=9)
+    _arrow(ax, (1.25, 1.53), (3.4, 2.92), "used by", fontsize=9, rad=-0.15)
+    ax.text(
+        4.0,
+        2.25,
+        "repeat with the next batch",
+        ha="center",
+        va="center",
+        fontsize=10,
+        color="#444444",
+    )
+    _note(
+        ax,
+        0.2,
+        "gradient descent: $W \\leftarrow W - \\eta\\, g$, $\\eta$ the learning rate "
+        "(Adam rescales $g$); optimiser.zero_grad() clears old gradients",
+    )
+    _save(fig, path)
+
+
+# ---- 10. positions: clocks and rotations ----------------------------------------------
+
+
+def _clock(ax, cx, cy, r, angle, colour, lw=1.8, face="white"):
+    """A circle with one hand at ``angle`` (radians, counter-clockwise from 3 o'clock)."""
+    ax.add_patch(Circle((cx, cy), r, facecolor=face, edgecolor=GREY, lw=1.0))
+    ax.plot(
+        [cx, cx + 0.85 * r * math.cos(angle)],
+        [cy, cy + 0.85 * r * math.sin(angle)],
+        color=colour,
+        lw=lw,
+        solid_capstyle="round",
+    )
+    ax.add_patch(Circle((cx, cy), 0.025, color=DARK))
+
+
+def positions(path: Path) -> None:
+    """Left: the sinusoidal encoding as clocks, one per column pair and position, turning at
+    the frequency omega_i. Right: RoPE turns a query and a key by their positions; their angle
+    depends on the distance only."""
+    fig, ax = _canvas(4.4)
+    omegas = [1.0, 0.3, 0.09]  # illustrative: fast, medium, slow
+    r, dx, dy, x0, top = 0.2, 0.5, 0.62, 1.25, 3.35
+    ax.text(
+        2.4,
+        4.1,
+        "sinusoidal encoding: $PE_{p,2i} = \\sin(p\\,\\omega_i)$, "
+        "$PE_{p,2i+1} = \\cos(p\\,\\omega_i)$",
+        ha="center",
+        va="center",
+        fontsize=11,
+    )
+    for p in range(6):
+        ax.text(x0 + p * dx, top + 0.38, f"$p={p}$", ha="center", va="center", fontsize=9)
+    for i, omega in enumerate(omegas):
+        y = top - i * dy
+        ax.text(x0 - 0.35, y, f"pair $i={i}$", ha="right", va="center", fontsize=9)
+        for p in range(6):
+            _clock(ax, x0 + p * dx, y, r, p * omega, [BLUE, ORANGE, GREEN][i])
+    ax.text(x0 - 0.35, top - 3 * dy + 0.1, "⋮", ha="right", va="center", fontsize=11)
+    ax.text(
+        2.4,
+        top - 3 * dy - 0.15,
+        "pair $i$ turns by $\\omega_i$ per position: fast in the first columns, slow in the last",
+        ha="center",
+        va="center",
+        fontsize=9,
+    )
+    ax.text(
+        2.4,
+        top - 3 * dy - 0.45,
+        "the hand's (cos, sin) is the column pair; the row is added to $\\mathbf{x}_p$",
+        ha="center",
+        va="center",
+        fontsize=9,
+    )
+    # RoPE
+    ax.plot([5.05, 5.05], [0.4, 4.25], color=GREY, lw=1.0)
+    ax.text(
+        6.5,
+        4.1,
+        "RoPE: rotate $\\mathbf{q}$ and $\\mathbf{k}$ by $p\\,\\theta_i$",
+        ha="center",
+        va="center",
+        fontsize=11,
+    )
+    theta = 0.35
+    for k, (p_q, p_k) in enumerate([(2, 5), (6, 9)]):
+        cx, cy, rr = 5.85 + k * 1.45, 2.55, 0.55
+        ax.add_patch(Circle((cx, cy), rr, facecolor="white", edgecolor=GREY, lw=1.0))
+        aq, ak = 0.2 + p_q * theta, 0.9 + p_k * theta
+        for a, colour, name in ((aq, BLUE, "q"), (ak, VERMILION, "k")):
+            _arrow(
+                ax,
+                (cx, cy),
+                (cx + 0.9 * rr * math.cos(a), cy + 0.9 * rr * math.sin(a)),
+                colour=colour,
+                lw=2.0,
+            )
+            ax.text(
+                cx + 1.18 * rr * math.cos(a),
+                cy + 1.18 * rr * math.sin(a),
+                f"$R_{{{p_q if name == 'q' else p_k}}}\\mathbf{{{name}}}$",
+                ha="center",
+                va="center",
+                fontsize=10,
+                color=colour,
+            )
+        arc = [aq + t * (ak - aq) / 16 for t in range(17)]
+        ax.plot(
+            [cx + 0.3 * rr * math.cos(a) for a in arc],
+            [cy + 0.3 * rr * math.sin(a) for a in arc],
+            color=DARK,
+            lw=1.0,
+        )
+        ax.text(
+            cx,
+            cy - rr - 0.25,
+            f"query at {p_q}, key at {p_k}",
+            ha="center",
+            va="center",
+            fontsize=9,
+        )
+    ax.text(6.58, 1.35, "the same angle between them:", ha="center", va="center", fontsize=10)
+    ax.text(
+        6.58,
+        1.05,
+        "the score depends on the distance only",
+        ha="center",
+        va="center",
+        fontsize=10,
+    )
+    _note(
+        ax,
+        0.2,
+        "one pair drawn; every pair $i$ of a head's $D$ features turns at its own "
+        "$\\theta_i$; illustrative angles",
+    )
+    _save(fig, path)
+
+
+# ---- 11. next-token prediction --------------------------------------------------------
+
+
+def next_token(path: Path) -> None:
+    """One sequence, L training examples: position t reads tokens 0..t and predicts token
+    t + 1 (the targets are the inputs shifted by one)."""
+    words = ["i", "must", "go", "back", "to", "my", "ship", "and"]
+    L = len(words) - 1
+    fig, ax = _canvas(3.8)
+    dx, x0 = 0.86, 1.35
+    y_in, y_model, y_out = 0.95, 2.05, 3.15
+    ax.text(0.2, y_in, "input", ha="left", va="center", fontsize=10)
+    ax.text(0.2, y_model, "model", ha="left", va="center", fontsize=10)
+    ax.text(0.2, y_out, "target", ha="left", va="center", fontsize=10)
+    t_shown = 4
+    for t in range(L):
+        x = x0 + t * dx
+        seen = t <= t_shown
+        _box(ax, x, y_in, 0.74, 0.36, words[t], GREY if seen else "white", 0.6 if seen else 1.0)
+        ax.text(x, y_in - 0.3, f"$t={t}$", ha="center", va="center", fontsize=8, color="#444444")
+        _box(ax, x, y_model, 0.74, 0.42, "", BLUE, 0.25 if t != t_shown else 0.6)
+        _arrow(ax, (x, y_in + 0.18), (x, y_model - 0.21), lw=1.0)
+        _arrow(ax, (x, y_model + 0.21), (x, y_out - 0.18), lw=1.0)
+        _box(ax, x, y_out, 0.74, 0.36, words[t + 1], ORANGE, 0.35)
+    # what position t_shown sees: the causal mask
+    xs = x0 + t_shown * dx
+    for t in range(t_shown):
+        _arrow(
+            ax,
+            (x0 + t * dx + 0.2, y_in + 0.2),
+            (xs - 0.25, y_model - 0.12),
+            colour=BLUE,
+            lw=0.9,
+            rad=-0.12,
+        )
+    ax.text(xs, y_model, "$p$(next)", ha="center", va="center", fontsize=8.5)
+    ax.text(
+        WIDTH / 2,
+        3.6,
+        "the targets are the inputs shifted by one token",
+        ha="center",
+        va="center",
+        fontsize=10,
+    )
+    _note(
+        ax,
+        0.3,
+        f"position {t_shown} (dark) reads tokens 0 to {t_shown} through causal "
+        f"attention and predicts token {t_shown + 1}",
+    )
+    _note(
+        ax,
+        0.08,
+        "one sequence of $L$ tokens gives $L$ predictions at once; the loss is "
+        "their mean cross-entropy",
+    )
+    _save(fig, path)
+
+
+# ---- 12. the KV cache during decoding -------------------------------------------------
+
+
+def kv_cache(path: Path) -> None:
+    """Decoding steps t = 2, 3, 4: the new token's key and value are appended to the cache,
+    its query scores every cached key: one row of t + 1 scores, no mask."""
+    fig, ax = _canvas(4.8)
+    cell, x_k = 0.3, 2.35
+    for r, t in enumerate((2, 3, 4)):
+        y = 3.95 - r * 1.15
+        ax.text(0.2, y, f"step $t = {t}$", ha="left", va="center", fontsize=11, fontweight="bold")
+        _box(ax, 1.45, y - 0.45, 0.75, 0.34, f"$x_{t}$", GREY, 0.6, fontsize=10)
+        ax.text(1.45, y - 0.78, "new token", ha="center", va="center", fontsize=8)
+        # the cache: keys (top row) and values (bottom row), one column per token
+        for row, (name, colour) in enumerate((("K", VERMILION), ("V", GREEN))):
+            yy = y + 0.08 - row * (cell + 0.08)
+            for j in range(t + 1):
+                new = j == t
+                ax.add_patch(
+                    Rectangle(
+                        (x_k + j * cell, yy - cell),
+                        cell,
+                        cell,
+                        facecolor=to_rgba(colour, 0.85 if new else 0.3),
+                        edgecolor="white" if not new else DARK,
+                        lw=0.8 if not new else 1.2,
+                    )
+                )
+            ax.text(x_k - 0.08, yy - cell / 2, f"${name}$", ha="right", va="center", fontsize=10)
+        _arrow(
+            ax, (1.85, y - 0.45), (x_k + t * cell - 0.02, y - 0.15), colour=DARK, lw=1.0, rad=0.15
+        )
+        ax.text(
+            x_k + 5 * cell + 0.2,
+            y + 0.08 - cell / 2,
+            f"cache: {t + 1} keys",
+            ha="left",
+            va="center",
+            fontsize=9,
+        )
+        ax.text(
+            x_k + 5 * cell + 0.2,
+            y - 0.3 - cell / 2,
+            f"and {t + 1} values",
+            ha="left",
+            va="center",
+            fontsize=9,
+        )
+        # the one row of scores
+        xs = 5.45
+        ax.text(xs - 0.1, y - 0.08, f"$q_{t}$", ha="right", va="center", fontsize=11, color=BLUE)
+        for j in range(t + 1):
+            ax.add_patch(
+                Rectangle(
+                    (xs + j * cell, y - 0.08 - cell / 2),
+                    cell,
+                    cell,
+                    facecolor=to_rgba(ORANGE, 0.6),
+                    edgecolor="white",
+                    lw=0.8,
+                )
+            )
+        ax.text(
+            xs + (t + 1) * cell + 0.1,
+            y - 0.08,
+            f"$1 \\times {t + 1}$ scores",
+            ha="left",
+            va="center",
+            fontsize=9,
+        )
+    ax.text(
+        x_k + 2.5 * cell,
+        4.6,
+        "kept from earlier steps, appended this step",
+        ha="center",
+        va="center",
+        fontsize=10,
+    )
+    ax.text(6.4, 4.6, "the new query against the cache", ha="center", va="center", fontsize=10)
+    _note(
+        ax,
+        0.42,
+        "each step projects one token and computes one row of attention; "
+        "every cached key is in the past: no mask",
+    )
+    _note(
+        ax,
+        0.12,
+        "without a cache, step $t$ projects all $t + 1$ tokens again and "
+        "computes $(t + 1) \\times (t + 1)$ scores",
+    )
+    _save(fig, path)
+
+
+# ---- 13. the induction circuit --------------------------------------------------------
+
+
+def induction_circuit(path: Path) -> None:
+    """[A][B] ... [A] -> [B]: the previous-token head writes at s which token came before;
+    the induction head at t finds that s by K-composition and its OV circuit copies B."""
+    tokens = ["BOS", "the", "A", "B", "…", "…", "A"]
+    names = ["", "", "Telemachus", "said", "", "", "Telemachus"]
+    fig, ax = _canvas(4.6)
+    dx, x0 = 0.92, 1.3
+    y_tok, y_l0, y_l1, y_out = 0.75, 2.0, 3.2, 4.15
+    s, t = 3, 6
+    ax.text(0.15, y_tok, "tokens", ha="left", va="center", fontsize=10)
+    ax.text(0.15, y_l0, "layer 0", ha="left", va="center", fontsize=10)
+    ax.text(0.15, y_l1, "layer 1", ha="left", va="center", fontsize=10)
+    for k, (tok, name) in enumerate(zip(tokens, names)):
+        x = x0 + k * dx
+        colour = {"A": BLUE, "B": ORANGE}.get(tok, GREY)
+        _box(
+            ax,
+            x,
+            y_tok,
+            0.7,
+            0.36,
+            tok if tok in ("A", "B", "BOS", "…") else tok,
+            colour,
+            0.45 if tok in "AB" else 0.3,
+            fontsize=10,
+        )
+        if name:
+            ax.text(x, y_tok - 0.3, name, ha="center", va="center", fontsize=8, color="#444444")
+        ax.plot([x, x], [y_tok + 0.18, y_out - 0.35], color=GREY, lw=0.8, zorder=0)
+    xs, xt = x0 + s * dx, x0 + t * dx
+    # layer 0: the previous-token head at s reads s - 1 and writes "previous: A" at s
+    _arrow(ax, (xs, y_l0 - 0.02), (xs - dx + 0.05, y_tok + 0.22), colour=GREEN, lw=1.8, rad=0.25)
+    _box(ax, xs + 0.05, y_l0 + 0.12, 1.4, 0.44, "previous token\nwas A", GREEN, 0.35, fontsize=9)
+    ax.text(
+        xs + 0.85,
+        y_l0 + 0.12,
+        "previous-token head:\nreads $s-1$, writes at $s$",
+        ha="left",
+        va="center",
+        fontsize=9,
+        color=DARK,
+    )
+    # layer 1: the induction head at t: QK matches A with "previous token was A" at s
+    _arrow(ax, (xt - 0.1, y_l1), (xs + 0.45, y_l0 + 0.36), colour=VERMILION, lw=2.2, rad=0.2)
+    _box(ax, xt, y_l1, 1.5, 0.44, "induction head\nquery: A", VERMILION, 0.35, fontsize=9)
+    ax.text(
+        xs + 1.0,
+        y_l1 + 0.15,
+        "QK: the key at $s$ holds\n\u201cprevious token was A\u201d\n(K-composition)",
+        ha="right",
+        va="center",
+        fontsize=9,
+        color=VERMILION,
+    )
+    # OV: copy B to the output at t
+    _arrow(ax, (xt, y_l1 + 0.22), (xt, y_out - 0.2), colour=ORANGE, lw=2.0)
+    _box(ax, xt, y_out, 1.35, 0.36, "predict B", ORANGE, 0.45, fontsize=10)
+    ax.text(
+        xt - 0.75,
+        y_out,
+        "OV: copies the token at $s$",
+        ha="right",
+        va="center",
+        fontsize=9,
+        color=DARK,
+    )
+    ax.text(xs, y_tok + 0.42, "$s$", ha="center", va="center", fontsize=10)
+    ax.text(xt, y_tok + 0.42, "$t$", ha="center", va="center", fontsize=10)
+    _note(
+        ax,
+        0.15,
+        "$[A][B] \\dots [A] \\to [B]$: two heads in two layers; "
+        "the second reads what the first wrote",
+    )
+    _save(fig, path)
+
+
 DIAGRAMS = {
     "weighted_sum.svg": weighted_sum,
     "qkv_projections.svg": qkv_projections,
     "heads_split_merge.svg": heads_split_merge,
     "tiled_attention.svg": tiled_attention,
     "transformer_block.svg": transformer_block,
+    "dot_product.svg": dot_product,
+    "softmax.svg": softmax_steps,
+    "masks.svg": masks,
+    "training_loop.svg": training_loop,
+    "positions.svg": positions,
+    "next_token.svg": next_token,
+    "kv_cache.svg": kv_cache,
+    "induction_circuit.svg": induction_circuit,
 }
 
 

@@ -18,6 +18,14 @@ NAMES = [
     "heads_split_merge.svg",
     "tiled_attention.svg",
     "transformer_block.svg",
+    "dot_product.svg",
+    "softmax.svg",
+    "masks.svg",
+    "training_loop.svg",
+    "positions.svg",
+    "next_token.svg",
+    "kv_cache.svg",
+    "induction_circuit.svg",
 ]
 
 
