@@ -68,16 +68,16 @@ def venv_version():
 def stale_reason(args):
     """Why the existing .venv cannot be used (a sentence), or None when it can."""
     if not os.path.exists(os.path.join(BIN, "python")):
-        return "it has no %s/python" % BIN
+        return f"it has no {BIN}/python"
     made_by = venv_version()
     if made_by is None:
-        return "%s/pyvenv.cfg names no Python version" % VENV
+        return f"{VENV}/pyvenv.cfg names no Python version"
     if version_tuple(made_by) < version_tuple(args.floor):
-        return "it was made by Python %s, older than %s" % (made_by, args.floor)
+        return f"it was made by Python {made_by}, older than {args.floor}"
     if args.explicit:
         wanted = version_of(args.python)
         if wanted != made_by:
-            return "it was made by Python %s, not by PYTHON=%s (%s)" % (
+            return "it was made by Python {}, not by PYTHON={} ({})".format(
                 made_by,
                 args.python,
                 wanted or "which does not run",
@@ -96,8 +96,8 @@ def check_python(args):
     found = version_of(args.python)
     if found is None:
         say(
-            "cannot run PYTHON=%s: this book needs Python >= %s; run "
-            "`make PYTHON=/path/to/python3.12 %s`" % (args.python, args.floor, args.goal)
+            f"cannot run PYTHON={args.python}: this book needs Python >= {args.floor}; run "
+            f"`make PYTHON=/path/to/python3.12 {args.goal}`"
         )
         sys.exit(1)
     if version_tuple(found) < version_tuple(args.floor):
@@ -110,12 +110,12 @@ def check_python(args):
             ),
             None,
         )
-        say("needs Python >= %s, found %s (PYTHON=%s);" % (args.floor, found, args.python))
-        say("run `make PYTHON=%s %s`" % (better or "python3.12", args.goal))
+        say(f"needs Python >= {args.floor}, found {found} (PYTHON={args.python});")
+        say("run `make PYTHON={} {}`".format(better or "python3.12", args.goal))
         if better is None:
             say(
-                "no Python >= %s found on PATH: install one (python.org, your package "
-                "manager, pyenv, or `uv python install 3.12`)" % args.floor
+                f"no Python >= {args.floor} found on PATH: install one (python.org, your package "
+                "manager, pyenv, or `uv python install 3.12`)"
             )
         sys.exit(1)
     return found
@@ -167,7 +167,7 @@ def probe(urls, timeout):
         thread.start()
     for thread in threads:
         thread.join(timeout + 0.5)
-    return {url: answers.get(url, "no answer in %g s" % timeout) for url in urls}
+    return {url: answers.get(url, f"no answer in {timeout:g} s") for url in urls}
 
 
 def shown(url):
@@ -181,10 +181,10 @@ def torch_options(args):
     answers = probe([index] + ([torch_index] if torch_index else []), args.net_timeout)
     if answers[index] is not None:
         say(
-            "cannot reach the package index %s (%s).\nenv: making .venv downloads the pinned "
+            f"cannot reach the package index {shown(index)} ({answers[index]}).\nenv: making .venv downloads the pinned "
             "packages (requirements.txt) from it: connect to the network (or point "
             "PIP_INDEX_URL or pip.conf at a mirror you can reach) and run make again. Nothing "
-            "was created." % (shown(index), answers[index])
+            "was created."
         )
         sys.exit(1)
     if not torch_index:
@@ -192,8 +192,8 @@ def torch_options(args):
     if answers[torch_index] is None:
         return ["--extra-index-url", torch_index]
     say(
-        "note: cannot reach TORCH_INDEX=%s (%s); torch comes from the default index instead "
-        "(see README, Troubleshooting)." % (shown(torch_index), answers[torch_index])
+        f"note: cannot reach TORCH_INDEX={shown(torch_index)} ({answers[torch_index]}); torch comes from the default index instead "
+        "(see README, Troubleshooting)."
     )
     return []
 
@@ -225,15 +225,15 @@ def main(argv=None):
     options = torch_options(args)
     reason = stale_reason(args) if os.path.exists(VENV) else None
     if reason:
-        print("env: removing %s: %s" % (VENV, reason), flush=True)
+        print(f"env: removing {VENV}: {reason}", flush=True)
         shutil.rmtree(VENV)
     if not os.path.exists(os.path.join(BIN, "python")):
-        print("env: making %s with %s (Python %s)" % (VENV, args.python, found), flush=True)
+        print(f"env: making {VENV} with {args.python} (Python {found})", flush=True)
         if subprocess.run([args.python, "-m", "venv", VENV]).returncode != 0:
             shutil.rmtree(VENV, ignore_errors=True)
             say(
-                "`%s -m venv` failed (on Debian/Ubuntu: apt install python3-venv, or "
-                "python3.X-venv for your version)" % args.python
+                f"`{args.python} -m venv` failed (on Debian/Ubuntu: apt install python3-venv, or "
+                "python3.X-venv for your version)"
             )
             sys.exit(1)
     python = os.path.join(BIN, "python")
