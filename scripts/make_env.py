@@ -181,7 +181,8 @@ def torch_options(args):
     answers = probe([index] + ([torch_index] if torch_index else []), args.net_timeout)
     if answers[index] is not None:
         say(
-            f"cannot reach the package index {shown(index)} ({answers[index]}).\nenv: making .venv downloads the pinned "
+            f"cannot reach the package index {shown(index)} ({answers[index]}).\n"
+            "env: making .venv downloads the pinned "
             "packages (requirements.txt) from it: connect to the network (or point "
             "PIP_INDEX_URL or pip.conf at a mirror you can reach) and run make again. Nothing "
             "was created."
@@ -192,7 +193,8 @@ def torch_options(args):
     if answers[torch_index] is None:
         return ["--extra-index-url", torch_index]
     say(
-        f"note: cannot reach TORCH_INDEX={shown(torch_index)} ({answers[torch_index]}); torch comes from the default index instead "
+        f"note: cannot reach TORCH_INDEX={shown(torch_index)} ({answers[torch_index]}); "
+        "torch comes from the default index instead "
         "(see README, Troubleshooting)."
     )
     return []

@@ -2,11 +2,11 @@
 
 Each test runs the real Makefile in a temporary folder holding only the Makefile,
 scripts/make_env.py and the requirements files, never the repository's .venv. The
-interpreter is a fake: a shell script that reports the Python version the test chooses and whose `-m venv` makes a fake
-.venv, whose `python` records its arguments instead of installing anything. The network
-probe is the real one (run by the test's Python), pointed at local addresses only: a
-folder as the package index (`PIP_INDEX_URL=file://...`), a closed port on 127.0.0.1 as
-a host that does not answer.
+interpreter is a fake: a shell script that reports the Python version the test chooses and
+whose `-m venv` makes a fake .venv, whose `python` records its arguments instead of
+installing anything. The network probe is the real one (run by the test's Python), pointed
+at local addresses only: a folder as the package index (`PIP_INDEX_URL=file://...`), a
+closed port on 127.0.0.1 as a host that does not answer.
 """
 
 from __future__ import annotations
