@@ -8,7 +8,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 
 .PHONY: help env book test unittest nbval nbval-portable lint sitetest chromium execute \
-    clean distclean odyssey-lm texts lock colab-cells
+    clean distclean odyssey-lm pointer-heads texts lock colab-cells
 
 help:
 	@echo "make book       build the HTML book into _build/html (checks changed notebooks first)"
@@ -25,6 +25,7 @@ help:
 	@echo "make texts      rewrite data/odyssey.txt and data/iliad.txt from data/raw/"
 	@echo "make odyssey-lm retrain the Odyssey language model into data/odyssey_lm/ (about"
 	@echo "                an hour on 2 cores; tests/test_odyssey_lm.py checks the result)"
+	@echo "make pointer-heads  retrain the two pointer heads of the training chapter"
 
 # ---- settings -----------------------------------------------------------------------
 # PYTHON makes .venv. PY_FLOOR is the highest Requires-Python of the pinned packages
@@ -151,6 +152,11 @@ texts: env
 # five variants deterministically (seeded draws) and writes data/odyssey_lm/ atomically.
 odyssey-lm: env
 	$(BIN)/python scripts/train_odyssey.py
+
+# The two pointer heads of the chapter "Training attention", which the explorer runs in the
+# page (seconds, one thread; the chapter and tests/test_pointer_heads.py check the file).
+pointer-heads: env
+	$(BIN)/python scripts/train_pointer_heads.py
 
 # Colab: write the first cell of every chapter from the one template (scripts/colab_cells.py;
 # tests/test_colab.py fails when a chapter's cell differs from it).
