@@ -40,6 +40,9 @@ STAMP     := $(VENV)/.stamp
 TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?= $(TORCH_CPU_INDEX)
 NET_TIMEOUT ?= 5
+# .venv is filled by uv (installed from PyPI into it; about 5x faster than pip), or by pip
+# with `make INSTALLER=pip ...`; if uv fails, pip takes over.
+INSTALLER ?= uv
 JOBS ?= 2
 NOTEBOOKS := $(wildcard chapters/*.ipynb)
 JB_BUILD := $(BIN)/jupyter-book build . -W -n --keep-going
@@ -174,7 +177,7 @@ env:
 	    $(or $(MAKECMDGOALS),book)\`" >&2; exit 1; }
 	@$(PYTHON) scripts/make_env.py --python $(PYTHON) --floor $(PY_FLOOR) \
 	    --goal $(or $(MAKECMDGOALS),book) --net-timeout $(NET_TIMEOUT) \
-	    --torch-index "$(TORCH_INDEX)" \
+	    --torch-index "$(TORCH_INDEX)" --installer $(INSTALLER) \
 	    $(if $(filter command line environment,$(origin PYTHON)),--explicit)
 
 # ---- the lock -----------------------------------------------------------------------

@@ -3,7 +3,7 @@
 Usage (the Makefile passes these; standard library only, so any Python 3 can run it)::
 
     python3 scripts/make_env.py --python PYTHON --floor 3.11.5 --goal book \
-        [--explicit] [--torch-index URL] [--net-timeout 5]
+        [--explicit] [--torch-index URL] [--net-timeout 5] [--installer uv|pip]
     python3 scripts/make_env.py --probe --floor 3.11.5 --torch-index URL  # for `make lock`
 
 In this order, each step stopping at once with a message that says what to do:
@@ -14,7 +14,8 @@ In this order, each step stopping at once with a message that says what to do:
 2. PYTHON must run and be at least ``--floor`` (else: a better one found on PATH is named);
 3. pip's package index (and, on Linux, ``--torch-index``, PyTorch's CPU wheels) must answer
    within ``--net-timeout`` seconds; the probes run in parallel threads;
-4. a stale `.venv` is removed (saying why), `.venv` is made and filled from the lock;
+4. a stale `.venv` is removed (saying why), `.venv` is made and filled from the lock, by uv
+   (``--installer uv``, the default; pip if uv fails) or by pip (``--installer pip``);
 5. the stamp is written last, so an install that fails half-way is redone next time.
 """
 
@@ -34,6 +35,7 @@ import urllib.request
 VENV = ".venv"
 BIN = os.path.join(VENV, "bin")
 STAMP = os.path.join(VENV, ".stamp")
+UV = "uv==0.13.9"  # from PyPI, into .venv; installs the lock (see install())
 VERSION_CODE = 'import sys; print("%d.%d.%d" % sys.version_info[:3])'
 
 
@@ -121,8 +123,12 @@ def check_python(args):
     return found
 
 
-def pip_index():
-    """pip's index: PIP_INDEX_URL, else index-url from pip's configuration files, else PyPI."""
+def pip_config():
+    """pip's configuration files, read in pip's order (the last one wins); none when
+    PIP_CONFIG_FILE is os.devnull, as in pip."""
+    config = configparser.RawConfigParser()
+    if os.environ.get("PIP_CONFIG_FILE") == os.devnull:
+        return config
     home = os.path.expanduser("~")
     xdg = os.path.expanduser(os.environ.get("XDG_CONFIG_HOME", "~/.config"))
     dirs = os.environ.get("XDG_CONFIG_DIRS", "/etc/xdg").split(os.pathsep)
@@ -133,15 +139,24 @@ def pip_index():
         os.path.join(xdg, "pip", "pip.conf"),
         os.environ.get("PIP_CONFIG_FILE", ""),
     ]
-    config = configparser.RawConfigParser()
     config.read([f for f in files if f and f != os.devnull], encoding="utf-8")
-    configured = [
-        config.get(section, "index-url")
-        for section in ("install", "global")
-        if config.has_option(section, "index-url")
-    ]
-    index = os.environ.get("PIP_INDEX_URL") or (configured + ["https://pypi.org/simple/"])[0]
-    return index.split()[0]
+    return config
+
+
+def pip_setting(name, environment):
+    """A pip setting: its environment variable, else pip.conf ([install], then [global])."""
+    if os.environ.get(environment):
+        return os.environ[environment]
+    config = pip_config()
+    for section in ("install", "global"):
+        if config.has_option(section, name):
+            return config.get(section, name)
+    return ""
+
+
+def pip_index():
+    """pip's index: PIP_INDEX_URL, else index-url from pip's configuration files, else PyPI."""
+    return (pip_setting("index-url", "PIP_INDEX_URL") or "https://pypi.org/simple/").split()[0]
 
 
 def probe(urls, timeout):
@@ -200,10 +215,41 @@ def torch_options(args):
     return []
 
 
-def run(command):
+def attempt(command):
+    """Run ``command``, echoed first; True when it succeeds."""
     print("+ " + " ".join(command), flush=True)
-    if subprocess.run(command).returncode != 0:
+    return subprocess.run(command).returncode == 0
+
+
+def run(command):
+    if not attempt(command):
         sys.exit(1)
+
+
+def install(python, options, installer):
+    """Install the lock and attnlib into .venv: with uv (from PyPI), else with pip.
+
+    uv installs the same lock about five times faster than pip (README, Dependencies). It
+    reads no pip configuration, so pip's index and find-links are passed on; with torch's CPU
+    index it must look at every index for every package (unsafe-best-match). If uv fails,
+    pip does the work, saying so.
+    """
+    if installer == "uv":
+        uv = [python, "-m", "uv", "pip", "install", "--python", python]
+        uv += ["--index-url", pip_index()]
+        for link in pip_setting("find-links", "PIP_FIND_LINKS").split():
+            uv += ["--find-links", link]
+        if options:
+            uv += options + ["--index-strategy", "unsafe-best-match"]
+        if (
+            attempt([python, "-m", "pip", "install", "--quiet", UV])
+            and attempt(uv + ["-r", "requirements.txt"])
+            and attempt(uv + ["-e", ".", "--no-deps"])
+        ):
+            return
+        say("note: installing with uv failed (see above); installing with pip instead")
+    run([python, "-m", "pip", "install"] + options + ["-r", "requirements.txt"])
+    run([python, "-m", "pip", "install", "-e", ".", "--no-deps"])
 
 
 def main(argv=None):
@@ -214,6 +260,7 @@ def main(argv=None):
     parser.add_argument("--explicit", action="store_true", help="PYTHON was given by the user")
     parser.add_argument("--torch-index", default="")
     parser.add_argument("--net-timeout", type=float, default=5.0)
+    parser.add_argument("--installer", choices=("uv", "pip"), default="uv")
     parser.add_argument(
         "--probe", action="store_true", help='only probe the indexes; print "cpu" or "default"'
     )
@@ -241,8 +288,7 @@ def main(argv=None):
     python = os.path.join(BIN, "python")
     if os.path.exists(STAMP):
         os.remove(STAMP)
-    run([python, "-m", "pip", "install"] + options + ["-r", "requirements.txt"])
-    run([python, "-m", "pip", "install", "-e", ".", "--no-deps"])
+    install(python, options, args.installer)
     kernel = ["--sys-prefix", "--name", "python3", "--display-name", "Python 3 (.venv)"]
     run([python, "-m", "ipykernel", "install"] + kernel)
     if glob.glob(os.path.join(VENV, "lib", "python*", "site-packages", "nvidia*")):

@@ -51,10 +51,11 @@ esac
 
 FAKE_VENV_PYTHON = """#!/bin/sh
 # The fake .venv's python: records each call; `pip install -e .` fails when FAIL_EDITABLE
-# is set (an install that breaks half-way).
+# is set (an install that breaks half-way), and uv fails when FAIL_UV is set.
 echo "$*" >> "$CALLS"
 case "$*" in
   *"install -e ."*) if [ -n "$FAIL_EDITABLE" ]; then echo "simulated pip failure" >&2; exit 1; fi ;;
+  "-m uv "*) if [ -n "$FAIL_UV" ]; then echo "simulated uv failure" >&2; exit 1; fi ;;
 esac
 """
 
@@ -95,6 +96,7 @@ class Project:
             if not k.startswith(("MAKE", "PIP_")) and k not in ("PYTHON", "TORCH_INDEX", "MFLAGS")
         }
         environ.update(
+            INSTALLER="pip",  # the exact pip calls; test_uv_installs_the_lock checks uv's
             FAKE_VERSION=version,
             FAKE_VENV_PYTHON=str(self.fake_venv_python),
             CALLS=str(self.calls),
@@ -198,6 +200,28 @@ def test_complete_venv_of_the_default_python_is_reused(project: Project):
     assert "Nothing to be done" in result.stdout or result.stdout == ""
     assert (project.venv / "old-file").exists()
     assert project.recorded() == []
+
+
+def test_uv_installs_the_lock(project: Project):
+    result = project.make(f"PYTHON={project.fake_python}", "TORCH_INDEX=", "env", INSTALLER="uv")
+    assert result.returncode == 0, result.stderr
+    uv = f"-m uv pip install --python .venv/bin/python --index-url {project.index.as_uri()}"
+    assert project.recorded()[:3] == [
+        "-m pip install --quiet uv==0.13.9",
+        f"{uv} -r requirements.txt",
+        f"{uv} -e . --no-deps",
+    ]
+    assert (project.venv / ".stamp").exists()
+
+
+def test_pip_takes_over_when_uv_fails(project: Project):
+    result = project.make(
+        f"PYTHON={project.fake_python}", "TORCH_INDEX=", "env", INSTALLER="uv", FAIL_UV="1"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "installing with uv failed (see above); installing with pip instead" in result.stderr
+    assert "-m pip install -r requirements.txt" in project.recorded()
+    assert (project.venv / ".stamp").exists()
 
 
 def test_failed_install_is_redone_not_reused(project: Project):
