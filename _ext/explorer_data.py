@@ -259,7 +259,7 @@ def build_lm(root: Path = ROOT) -> bytes:
     words = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
     main = results["config"]
     config = {
-        "name": "the Odyssey language model (chapter 11)",
+        "name": "the Odyssey language model",
         "vocab_size": len(words),
         "embed_dim": main["embed_dim"],
         "num_heads": main["num_heads"],
@@ -283,7 +283,7 @@ def build_induction(root: Path = ROOT) -> bytes:
     model, tokens = saved["model"], saved["tokens"]
     words = [str(i) for i in range(tokens["vocab"])] + ["BOS"]
     config = {
-        "name": "the induction model (chapter 12)",
+        "name": "the induction model",
         **model,
         "norm_eps": 1e-5,
         "rope_base": 10000.0,
