@@ -407,11 +407,12 @@ def _add_assets(app, pagename: str, templatename: str, context: dict, doctree) -
     if doctree is None or not any(MARKER in node.astext() for node in doctree.findall(nodes.raw)):
         return
     app.add_css_file(f"{TARGET}/explorer.css")
-    # Classic scripts (they run from file:// too), deferred in this order: the GloVe data
-    # downloads while the page loads, and the explorer starts before DOMContentLoaded. The
-    # models' data scripts are loaded by explorer.js when a reader first picks their mode.
-    app.add_js_file(f"{TARGET}/{DATA_NAME}", defer="defer")
-    app.add_js_file(f"{TARGET}/explorer.js", defer="defer")
+    # Classic scripts (they run from file:// too), async: the GloVe data downloads and is
+    # decoded while the page loads, and the explorer starts once the page's HTML is parsed,
+    # without waiting for the page's other scripts. The models' data scripts are loaded by
+    # explorer.js when a reader first picks their mode.
+    app.add_js_file(f"{TARGET}/{DATA_NAME}", **{"async": "async"})
+    app.add_js_file(f"{TARGET}/explorer.js", **{"async": "async"})
 
 
 def setup(app) -> dict[str, object]:

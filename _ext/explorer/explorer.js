@@ -70,11 +70,15 @@
       loading[key] = new Promise((resolve, reject) => {
         const store = window[GLOBAL];
         if (store && typeof store[key] === "string") return resolve();
-        const script = document.createElement("script");
-        script.src = new URL(FILES[key], SCRIPT_URL).href;
-        script.onload = () => resolve();
-        script.onerror = () => reject(new Error(`could not load ${FILES[key]}`));
-        document.head.append(script);
+        // The page may already load it (an async script tag): wait for that one.
+        const tags = [...document.scripts].filter((s) => s.src && new URL(s.src).pathname.endsWith(`/${FILES[key]}`));
+        const script = tags[0] || document.createElement("script");
+        script.addEventListener("load", () => resolve());
+        script.addEventListener("error", () => reject(new Error(`could not load ${FILES[key]}`)));
+        if (!tags.length) {
+          script.src = new URL(FILES[key], SCRIPT_URL).href;
+          document.head.append(script);
+        }
       })
         .then(() => gunzip(fromBase64(window[GLOBAL][key])))
         .then((bytes) => {
@@ -94,7 +98,7 @@
   }
 
   async function gunzip(bytes) {
-    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    const stream = new Response(bytes).body.pipeThrough(new DecompressionStream("gzip"));
     return new Uint8Array(await new Response(stream).arrayBuffer());
   }
 
@@ -661,20 +665,30 @@
     generate,
   };
 
-  function boot() {
+  // Both scripts load async: the GloVe data is decoded while the page is still parsed, and
+  // the explorer starts as soon as both the data and the whole page's HTML are there (it does
+  // not wait for the page's other scripts, as DOMContentLoaded would).
+  const parsed = new Promise((resolve) => {
+    if (document.readyState !== "loading") return resolve();
+    document.addEventListener("readystatechange", () => resolve(), { once: true });
+  });
+
+  function boot(data) {
     const root = document.getElementById("explorer-app");
-    if (!root) return;
-    const message = root.querySelector("#explorer-message");
-    load("glove")
-      .then((data) => start(root, data))
+    if (root) start(root, data);
+  }
+
+  if (document.getElementById("explorer-app") || document.readyState === "loading") {
+    Promise.all([load("glove"), parsed])
+      .then(([data]) => boot(data))
       .catch((error) => {
+        const root = document.getElementById("explorer-app");
+        if (!root) throw error;
+        const message = root.querySelector("#explorer-message");
         message.textContent = `The explorer could not start: ${error.message}`;
         message.hidden = false;
         root.dataset.ready = "error";
         throw error;
       });
   }
-
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", boot);
-  else boot();
 })();
