@@ -12,10 +12,13 @@ Runs after the book is built (`make test` builds it, then runs this file): every
   and their download menu offers the notebook.
 
 The attention explorer page runs an explorer in the page itself (`_ext/explorer/explorer.js`,
-data written by `_ext/explorer_data.py`): typed sentences give, in every mode (dot product,
-cosine, chapter 10's two trained heads), at several temperatures and with the causal mask,
-a table whose every cell equals attnlib's weight computed here to 1e-3; unknown words are
-named; the page fetches at most 4 MB, all from the site.
+data written by `_ext/explorer_data.py`): typed sentences give, in every GloVe mode (dot
+product, cosine, chapter 10's two trained heads), at several temperatures and with the causal
+mask, a table whose every cell equals attnlib's weight computed here to 1e-3; the Odyssey
+language model and the induction model give attnlib's logits and weights to 1e-4, their next
+words, and greedy generation as attnlib's; unknown words are named; the data is at most 8 MB,
+all from the site; the page is ready within 2 s; it works opened as a file (file://), at
+390 px without overflow, and reads in the theme's dark mode.
 
 A screenshot of each page goes to `_build/screenshots/<page>.png` (chapters also get
 `<page>.launch.png`, the top of the page with the launch menu open).
@@ -810,6 +813,27 @@ def test_explorer_random_repeated_sequence_shows_the_induction_stripe(explorer):
         if len(set(tokens[:T])) == T:  # (a token twice in the copy has two candidates)
             assert max(range(len(values)), key=values.__getitem__) == t - T + 1, (t, values)
     _assert_clean(explorer)
+
+
+def test_explorer_reads_its_settings_from_the_address(browser, site_url):
+    """A link such as attention_explorer.html?mode=lm&sentence=... opens that text in that mode
+    (what a printed heatmap's link uses)."""
+    from urllib.parse import urlencode
+
+    text = "Telemachus went to the ship"
+    query = urlencode({"mode": "lm", "sentence": text})
+    visit = _open_explorer(browser, f"{site_url}/{EXPLORER_PAGE}.html?{query}")
+    try:
+        tab = visit.tab
+        _wait_idle(tab)
+        tab.wait_for_selector("#explorer-next li")
+        assert tab.input_value("#explorer-mode") == "lm"
+        assert tab.input_value("#explorer-sentence") == text
+        ids = json.loads(tab.get_attribute("#explorer-app", "data-tokens"))
+        assert ids == _model_ids("lm", text)
+        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
+    finally:
+        visit.close()
 
 
 # ---- the explorer opened as a file, at a phone's width, in dark mode ----------------------
