@@ -390,11 +390,13 @@
   // ---- the page ----------------------------------------------------------------------------
 
   // Heatmap colour of a cell: blue for positive values, red for negative (cosines only), as
-  // transparent as the value is small, so it reads on light and dark backgrounds.
+  // transparent as the value is small, so it reads on light and dark backgrounds (lighter
+  // colours in the theme's dark mode, where the background is near black).
   function paint(cell, value) {
     const alpha = Math.min(1, Math.abs(value));
-    cell.style.backgroundColor =
-      value >= 0 ? `rgba(31, 90, 170, ${alpha})` : `rgba(200, 60, 40, ${alpha})`;
+    const dark = document.documentElement.dataset.theme === "dark";
+    const [blue, red] = dark ? ["60, 125, 220", "225, 85, 60"] : ["31, 90, 170", "200, 60, 40"];
+    cell.style.backgroundColor = `rgba(${value >= 0 ? blue : red}, ${alpha})`;
     cell.style.color = alpha > 0.5 ? "#fff" : "";
   }
 
@@ -644,6 +646,8 @@
       control.addEventListener("change", update);
     }
     generateButton.addEventListener("click", generateMore);
+    // the theme's light/dark switch: repaint the heatmap in the other theme's colours
+    new MutationObserver(update).observe(document.documentElement, { attributeFilter: ["data-theme"] });
     randomButton.addEventListener("click", randomSequence);
     for (const control of root.querySelectorAll("input, select, button")) control.disabled = false;
     update();
