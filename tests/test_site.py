@@ -362,6 +362,7 @@ EXPLORER_DATA = [SITE / "_static" / "explorer" / name for name in EXPLORER_FILES
 EXPLORER_MAX_BYTES = 8_000_000  # all the explorer's data together
 EXPLORER_READY_MS = 2_000  # the page is usable this soon after it starts loading
 MODEL_TOLERANCE = 1e-4  # the models' logits and weights against attnlib's
+WORST: dict[str, float] = {}  # the largest differences seen, printed for the notes
 EXPLORER_TOLERANCE = 1e-3
 SENTENCE = "I must go back to my ship and to my crew"
 MODES = ("dot", "cosine", "head0", "head1")
@@ -515,7 +516,9 @@ def test_explorer_matches_attnlib(explorer, mode, sentence, temperature, causal)
     _set(tab, sentence, mode, temperature, causal)
     words, expected = expected_weights(sentence, mode, temperature, causal)
     rows = _table(tab)
-    _compare(rows, words, expected)
+    worst = _compare(rows, words, expected)
+    WORST[f"GloVe {mode}"] = max(WORST.get(f"GloVe {mode}", 0.0), worst)
+    print(f"largest differences from attnlib so far: {WORST}")
     if causal:  # a masked weight (key after the query) is exactly 0
         for i, row in enumerate(rows):
             assert all(float(v) == 0 for v in row["values"][i + 1 :]), f"row {i} sees ahead"
@@ -604,7 +607,6 @@ INDUCTION_PROMPTS = [
     "0",
 ]
 MODEL_PROMPTS = [("lm", p) for p in LM_PROMPTS] + [("induction", p) for p in INDUCTION_PROMPTS]
-WORST: dict[str, float] = {}  # the largest differences seen, printed for the notes
 
 
 @functools.cache
