@@ -796,6 +796,19 @@ def test_explorer_samples_repeatably_within_the_top_k(explorer):
     _assert_clean(explorer)
 
 
+def test_explorer_names_tokens_the_induction_model_does_not_know(explorer):
+    tab = explorer.tab
+    _set_model(tab, "induction", "1 2 x 99 2")
+    message = tab.locator("#explorer-message")
+    assert message.is_visible()
+    text = message.text_content()
+    assert "'x'" in text and "'99'" in text and "'2'" not in text, text
+    assert _table(tab) == [] and tab.locator("#explorer-next li").count() == 0
+    _set_model(tab, "induction", "1 2 1")  # and back
+    assert not message.is_visible() and len(_table(tab)) == 4
+    _assert_clean(explorer)
+
+
 def test_explorer_random_repeated_sequence_shows_the_induction_stripe(explorer):
     tab = explorer.tab
     _set_model(tab, "induction", "1 2 3")
