@@ -3,7 +3,8 @@
 // A dependency-free classic script (no ES module, no fetch), so that it works both from a web
 // server and opened as a file (file://). Its data are scripts next to it in _static/explorer/,
 // written at build time by _ext/explorer_data.py; each stores one base64 string in
-// window.ATTN_EXPLORER_DATA[key] and is loaded with a <script> tag when a mode first needs it:
+// window.ATTN_EXPLORER_DATA[key]. The page loads the GloVe one with an async <script> tag next
+// to this script; a model's is loaded the same way when its mode is first chosen:
 //   glove      GloVe vectors (attnlib.load_glove()) and chapter 10's two trained heads
 //   lm         the Odyssey language model of chapter 11 (data/odyssey_lm/)
 //   induction  the induction model of chapter 12 (data/induction/)
