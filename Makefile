@@ -8,7 +8,8 @@ SHELL := bash
 .DEFAULT_GOAL := help
 
 .PHONY: help env book test unittest nbval nbval-portable lint sitetest chromium execute \
-    clean distclean odyssey-lm pointer-heads texts lock colab-cells
+    clean distclean odyssey-lm pointer-heads induction-model texts \
+    lock colab-cells
 
 help:
 	@echo "make book       build the HTML book into _build/html (checks changed notebooks first)"
@@ -26,6 +27,7 @@ help:
 	@echo "make odyssey-lm retrain the Odyssey language model into data/odyssey_lm/ (about"
 	@echo "                an hour on 2 cores; tests/test_odyssey_lm.py checks the result)"
 	@echo "make pointer-heads  retrain the two pointer heads of the training chapter"
+	@echo "make induction-model  retrain the induction chapter's model into data/induction/"
 
 # ---- settings -----------------------------------------------------------------------
 # PYTHON makes .venv. PY_FLOOR is the highest Requires-Python of the pinned packages
@@ -46,8 +48,7 @@ INSTALLER ?= uv
 JOBS ?= 2
 NOTEBOOKS := $(wildcard chapters/*.ipynb)
 JB_BUILD := $(BIN)/jupyter-book build . -W -n --keep-going
-# Determinism. MPLBACKEND=Agg is set for the unit tests only: exported globally it would
-# stop Jupyter kernels from using the inline backend, and figures would vanish.
+# Determinism (MPLBACKEND=Agg only for the unit tests: globally it would hide figures).
 export PYTHONHASHSEED := 0
 export KERAS_BACKEND := torch
 # Prefer the venv's Jupyter data (its python3 kernel) over any per-user kernel spec.
@@ -90,8 +91,7 @@ lint: env
 sitetest: env chromium
 	$(BIN)/pytest $(SITE_TESTS) -n $(JOBS)
 
-# Debian's chromium, installed when missing and we can (root, apt-get).
-chromium:
+chromium:  # Debian's chromium, installed when missing and we can (root, apt-get)
 	@if command -v chromium >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "chromium: installing Debian's package for the site test"; \
@@ -161,6 +161,10 @@ odyssey-lm: env
 pointer-heads: env
 	$(BIN)/python scripts/train_pointer_heads.py
 
+# The induction chapter's model, for the explorer (about 10 s; tests/test_induction_model.py).
+induction-model: env
+	OMP_NUM_THREADS=1 $(BIN)/python scripts/train_induction.py
+
 # Colab: write the first cell of every chapter from the one template (scripts/colab_cells.py;
 # tests/test_colab.py fails when a chapter's cell differs from it).
 colab-cells: env
@@ -186,7 +190,6 @@ lock: env
 	PY_FLOOR=$(PY_FLOOR) TORCH_INDEX="$(TORCH_INDEX)" TORCH_CPU_INDEX=$(TORCH_CPU_INDEX) \
 	    NET_TIMEOUT=$(NET_TIMEOUT) LOCK_ARGS="$(LOCK_ARGS)" bash scripts/lock.sh
 
-# ---- cleaning -----------------------------------------------------------------------
 clean:
 	rm -rf _build .pytest_cache .ruff_cache .hypothesis
 	find . -path ./$(VENV) -prune -o \

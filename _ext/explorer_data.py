@@ -10,9 +10,10 @@ Written here at build time into ``_static/explorer/``:
 
 * ``glove-explorer.js`` (key ``glove``): the GloVe file below;
 * ``lm-explorer.js`` (key ``lm``): the Odyssey language model, ``data/odyssey_lm/model.pt``
-  and ``vocab.txt`` (chapter 11);
+  and ``vocab.txt`` (the language-model chapter);
 * ``induction-explorer.js`` (key ``induction``): the induction model,
-  ``data/induction/model.pt`` and ``config.json`` (chapter 12, ``scripts/train_induction.py``).
+  ``data/induction/model.pt`` and ``config.json`` (the induction chapter,
+  ``scripts/train_induction.py``).
 
 **The GloVe file** holds:
 
@@ -25,7 +26,7 @@ Written here at build time into ``_static/explorer/``:
   significant digits, so every number of size 0.1 or more is exact (89 % of them; the browser
   reads ``Math.fround(v / 1e5)``, the same float32), the others are within ``5e-6`` (plus the
   float32 rounding of the result);
-* the ``q_proj.weight`` and ``k_proj.weight`` of chapter 10's two trained heads, from
+* the ``q_proj.weight`` and ``k_proj.weight`` of the training chapter's two trained heads, from
   ``data/pointer_heads.json``, unchanged.
 
 Its layout, gzip-compressed (the browser decompresses it with the standard
@@ -253,7 +254,7 @@ def _state_dict(path: Path, tied: bool) -> dict[str, np.ndarray]:
 
 
 def build_lm(root: Path = ROOT) -> bytes:
-    """The Odyssey language model of chapter 11 (``data/odyssey_lm/``)."""
+    """The Odyssey language model of the Odyssey chapter (``data/odyssey_lm/``)."""
     folder = root / "data" / "odyssey_lm"
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
     words = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
@@ -277,7 +278,7 @@ def build_lm(root: Path = ROOT) -> bytes:
 
 
 def build_induction(root: Path = ROOT) -> bytes:
-    """The induction model of chapter 12 (``data/induction/``)."""
+    """The induction model of the induction chapter (``data/induction/``)."""
     folder = root / "data" / "induction"
     saved = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     model, tokens = saved["model"], saved["tokens"]

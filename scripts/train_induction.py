@@ -1,4 +1,4 @@
-"""Train the induction model of chapter 12 ("What a head computes") and save it for the explorer.
+"""Train the induction model of the chapter "What a head computes" and save it for the explorer.
 
 The model and its training are exactly the chapter's (``chapters/induction_heads.ipynb``): an
 attention-only :class:`attnlib.LanguageModel` with 2 layers of 2 heads, ``E = 64``, rotary

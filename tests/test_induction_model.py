@@ -1,6 +1,6 @@
 """The committed induction model (`data/induction/`, written by `scripts/train_induction.py`) is
-chapter 12's: its losses and head scores on the chapter's test batch are the ones the chapter
-prints, and retraining it (about 6 s, one thread) gives the same model."""
+the induction chapter's: its losses and head scores on the chapter's test batch are the ones
+the chapter prints, and retraining it (about 6 s, one thread) gives the same model."""
 
 from __future__ import annotations
 

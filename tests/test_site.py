@@ -13,8 +13,8 @@ Runs after the book is built (`make test` builds it, then runs this file): every
 
 The attention explorer page runs an explorer in the page itself (`_ext/explorer/explorer.js`,
 data written by `_ext/explorer_data.py`): typed sentences give, in every GloVe mode (dot
-product, cosine, chapter 10's two trained heads), at several temperatures and with the causal
-mask, a table whose every cell equals attnlib's weight computed here to 1e-3; the Odyssey
+product, cosine, the training chapter's two trained heads), at several temperatures and with
+the causal mask, a table whose every cell equals attnlib's weight computed here to 1e-3; the Odyssey
 language model and the induction model give attnlib's logits and weights to 1e-4, their next
 words, and greedy generation as attnlib's; unknown words are named; the data is at most 8 MB,
 all from the site; the page is ready within 2 s; it works opened as a file (file://), at
@@ -351,10 +351,10 @@ def test_page_renders_offline(browser, site_url, page):
 # chapters/attention_explorer.ipynb holds an explorer that computes attention weights in the
 # browser (_ext/explorer/explorer.js, a classic script) from data scripts shipped with the site
 # (_static/explorer/*-explorer.js, written at build time by _ext/explorer_data.py): GloVe
-# vectors and chapter 10's heads, the Odyssey language model, the induction model. Its table
-# must hold attnlib's numbers, computed here, to 1e-3 in the GloVe modes; the models' logits and
-# weights must equal attnlib's to 1e-4. It works served and opened as a file (file://), at a
-# phone's width and in the theme's dark mode.
+# vectors and the training chapter's heads, the Odyssey language model, the induction model.
+# Its table must hold attnlib's numbers, computed here, to 1e-3 in the GloVe modes; the models'
+# logits and weights must equal attnlib's to 1e-4. It works served and opened as a file
+# (file://), at a phone's width and in the theme's dark mode.
 
 EXPLORER_PAGE = "chapters/attention_explorer"
 EXPLORER_FILES = ("glove-explorer.js", "lm-explorer.js", "induction-explorer.js")
@@ -377,7 +377,7 @@ TABLE_REPORT = """() => [...document.querySelectorAll('#explorer-weights tr')].m
 
 @functools.cache
 def _pointer_layer():
-    """Chapter 10's trained heads in an attnlib.MultiHeadAttention (the weights part)."""
+    """The training chapter's trained heads in an attnlib.MultiHeadAttention (the weights part)."""
     import attnlib
     import torch
 

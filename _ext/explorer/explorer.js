@@ -5,14 +5,14 @@
 // written at build time by _ext/explorer_data.py; each stores one base64 string in
 // window.ATTN_EXPLORER_DATA[key]. The page loads the GloVe one with an async <script> tag next
 // to this script; a model's is loaded the same way when its mode is first chosen:
-//   glove      GloVe vectors (attnlib.load_glove()) and chapter 10's two trained heads
-//   lm         the Odyssey language model of chapter 11 (data/odyssey_lm/)
-//   induction  the induction model of chapter 12 (data/induction/)
+//   glove      GloVe vectors (attnlib.load_glove()) and the training chapter's two trained heads
+//   lm         the Odyssey language model of the chapter "A language model on the Odyssey" (data/odyssey_lm/)
+//   induction  the induction model of the chapter "What a head computes" (data/induction/)
 // For the typed text it computes the same numbers as attnlib (in float64 from the same
 // float32 weights; attnlib's float32 differs by about 1e-6):
 //   dot        softmax(X X^T / (T sqrt(d_k)))            chapter 3, attnlib.attention_weights
 //   cosine     C_ij = cos(x_i, x_j), no softmax, no T     chapter 2, attnlib.cosine_matrix
-//   head h     softmax((X W_q,h^T)(X W_k,h^T)^T / (T sqrt(D)))   chapter 10's trained heads
+//   head h     softmax((X W_q,h^T)(X W_k,h^T)^T / (T sqrt(D)))   the training chapter's trained heads
 //   lm, induction   attnlib.LanguageModel's forward pass: every head's weights, the logits of
 //              the next token; "Generate" continues the text (greedy at T = 0, else sampled
 //              with a seeded generator, as LanguageModel.generate)
