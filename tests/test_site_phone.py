@@ -68,7 +68,8 @@ def base_urls(site_url):  # noqa: F811
     return {"served": site_url, "file": SITE.resolve().as_uri()}
 
 
-# Words of table cells drawn on more than one line, as "cell text: word".
+# Words of table cells drawn on more than one line, as "cell text: word". A word is what
+# lies between spaces, hyphens and slashes ("self-" / "attention" is a fine line break).
 BROKEN_WORDS = r"""() => {
     const broken = [];
     for (const cell of document.querySelectorAll('article table td, article table th')) {
@@ -76,7 +77,7 @@ BROKEN_WORDS = r"""() => {
         const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
         while (walker.nextNode()) {
             const text = walker.currentNode, value = text.nodeValue;
-            for (const match of value.matchAll(/\S+/g)) {
+            for (const match of value.matchAll(/[^\s\-\u2010-\u2014\/]+/g)) {
                 const range = document.createRange();
                 range.setStart(text, match.index);
                 range.setEnd(text, match.index + match[0].length);
@@ -103,10 +104,16 @@ WIDTH_REPORT = r"""() => {
     const width = document.documentElement.clientWidth;
     const scroll = Math.max(document.documentElement.scrollWidth, document.body.scrollWidth);
     const culprits = [];
+    const clipped = el => {  // inside a box that scrolls or hides what sticks out
+        for (let box = el.parentElement; box && box !== document.body; box = box.parentElement) {
+            if (getComputedStyle(box).overflowX !== 'visible') return true;
+        }
+        return false;
+    };
     if (scroll > width) {
         for (const el of document.querySelectorAll('body *')) {
             const r = el.getBoundingClientRect();
-            if (r.right > width + 1 && r.width > 0 && el.offsetParent !== null) {
+            if (r.right > width + 1 && r.width > 0 && !clipped(el)) {
                 culprits.push(`${el.tagName.toLowerCase()}.${[...el.classList].join('.')} `
                     + `right=${Math.round(r.right)}: ${el.textContent.trim().slice(0, 50)}`);
             }
