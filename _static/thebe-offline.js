@@ -12,7 +12,7 @@
   var LOAD_TIMEOUT_MS = 20000;
   var MESSAGE =
     "Live Code needs the network: it loads thebe from unpkg.com and runs the cells on a " +
-    "mybinder.org kernel, and neither could be reached. Connect and click Live Code again, " +
+    "mybinder.org kernel, which this page cannot reach now. Connect and click Live Code again, " +
     "or download the notebook (the download button above) and run it in Jupyter.";
 
   function thebeLoaded() {
