@@ -229,3 +229,53 @@ def test_live_code_says_it_needs_the_network(browser, base_urls):  # noqa: F811
         assert "Loading thebe" not in text and re.search(r"download", text), text
     finally:
         ctx.close()
+
+
+# ---- sharp figures: attnlib.display makes a kernel's inline figures 2x PNGs ----------------
+
+
+def _png_outputs(notebook) -> list[tuple[int, int, dict]]:
+    """(pixel width, pixel height, metadata) of each cell's PNG output, in order."""
+    import base64
+    import struct
+
+    shown = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if "image/png" in output.get("data", {}):
+                png = base64.b64decode(output["data"]["image/png"])
+                width, height = struct.unpack(">II", png[16:24])
+                shown.append((width, height, dict(output.get("metadata", {}).get("image/png", {}))))
+    return shown
+
+
+def test_attnlib_makes_inline_figures_sharp():
+    """In a Jupyter kernel, after `import attnlib`, a figure is a PNG of twice its size in
+    CSS pixels (the size the page shows it at: the output's metadata), whether pyplot was
+    imported before or after attnlib; a format the reader sets afterwards wins."""
+    import os
+
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    cells = [
+        "import matplotlib.pyplot as plt\nplt.plot([1, 2]);",  # before attnlib: 1x
+        "import attnlib\nimport torch\nattnlib.display.plot_weights(torch.eye(2), ['a', 'b']);",
+        "plt.plot([1, 2]);",
+        "%config InlineBackend.figure_formats = ['png']\nplt.plot([1, 2]);",
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    env = {**os.environ, "PYTHONPATH": str(SITE.parents[1] / "lib"), "OMP_NUM_THREADS": "1"}
+    env.pop("MPLBACKEND", None)  # conftest.py sets Agg; the kernel must use the inline backend
+    client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3")
+    try:
+        client.execute(env=env)
+    except nbclient.exceptions.CellExecutionError:
+        raise
+    except Exception as error:  # no python3 kernel spec, say
+        _unavailable(f"cannot run a Jupyter kernel: {error}")
+    (w0, _, meta0), (w1, h1, meta1), (w2, h2, meta2), (w3, _, meta3) = _png_outputs(notebook)
+    assert not meta0, "a figure drawn before attnlib was imported is a plain PNG"
+    for width, height, meta in [(w1, h1, meta1), (w2, h2, meta2)]:
+        assert meta == {"width": width // 2, "height": height // 2}, (width, height, meta)
+    assert w2 == 2 * w0 or abs(w2 - 2 * w0) <= 2, (w0, w2)  # the same figure, twice the pixels
+    assert not meta3 and w3 == w0, "the reader's own format is kept"
