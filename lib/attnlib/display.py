@@ -5,7 +5,7 @@ matplotlib is imported by the plotting functions when they are called, not by
 
 In a Jupyter kernel, importing this module makes matplotlib's inline figures 2x ("retina")
 PNGs, shown at their usual size in CSS pixels: sharp on high-density screens and when the
-book's page is zoomed, with the same text outputs (see :func:`_sharp_inline_figures`).
+book's page is zoomed, with the same text outputs.
 """
 
 from __future__ import annotations
