@@ -1,0 +1,281 @@
+"""The built website on a phone (390 px wide) and opened as files, in Chromium, offline.
+
+Runs after the book is built, as tests/test_site.py does (whose server, browser and list of
+pages it uses). Every page of `_toc.yml` is opened twice at 390 x 844 CSS px, 3 device
+pixels per CSS pixel (a phone): served from `_build/html` on 127.0.0.1, and as a
+`file://` URL (a reader who opens the built book from disk). On each:
+
+* no page is wider than the screen (code, wide tables and equations scroll inside their
+  own box, the page does not);
+* the menu button opens the book's navigation, and the contents button the page's
+  contents, each as a dialog that Escape closes (pydata-sphinx-theme #2451: see
+  `_static/sidebar-toggles.js`);
+* no word is broken inside a table cell;
+* every image has a real alt text (its figure's caption: `_ext/figure_alt.py`), not its
+  file path.
+
+At 1280 px the table test runs again, the menu button hides and shows the navigation, and
+"Live Code" says, offline, that it needs the network (`_static/thebe-offline.js`).
+
+Screenshots: `_build/screenshots/phone/<page>.png` (the top of each served page) and
+`<page>.menu.png` (its navigation open).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_site import (  # the server and browser fixtures, the pages, skip-or-fail
+    PAGES,
+    SCREENSHOTS,
+    SITE,
+    TIMEOUT_MS,
+    _unavailable,
+    browser,  # noqa: F401 (a fixture)
+    site_url,  # noqa: F401 (a fixture)
+    source_of,
+)
+
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 900}
+PHONE_SHOTS = SCREENSHOTS / "phone"
+MODES = ["served", "file"]
+
+
+def _open(browser, base: str, page: str, viewport: dict, **context):  # noqa: F811
+    """A new tab on `page` (at `base`: the server's URL or the site's file:// URL), loaded,
+    its equations typeset and its fonts ready."""
+    ctx = browser.new_context(viewport=viewport, **context)
+    tab = ctx.new_page()
+    tab.set_default_timeout(TIMEOUT_MS)
+    tab.goto(f"{base}/{page}.html", wait_until="load")
+    tab.evaluate(
+        """() => Promise.race([
+            new Promise(done => setTimeout(done, 5000)),
+            (window.MathJax && MathJax.startup && MathJax.startup.promise
+                ? MathJax.startup.promise : Promise.resolve()).then(() => document.fonts.ready),
+        ]).then(() => true)"""
+    )
+    return ctx, tab
+
+
+@pytest.fixture(scope="module")
+def base_urls(site_url):  # noqa: F811
+    """The site's root, served and as files."""
+    if not (SITE / "index.html").exists():
+        _unavailable(f"no built site at {SITE}: run `make book` first")
+    return {"served": site_url, "file": SITE.resolve().as_uri()}
+
+
+# Words of table cells drawn on more than one line, as "cell text: word". A word is what
+# lies between spaces, hyphens and slashes ("self-" / "attention" is a fine line break).
+BROKEN_WORDS = r"""() => {
+    const broken = [];
+    for (const cell of document.querySelectorAll('article table td, article table th')) {
+        if (cell.offsetParent === null) continue;  // hidden (a closed solution, say)
+        const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+        while (walker.nextNode()) {
+            const text = walker.currentNode, value = text.nodeValue;
+            for (const match of value.matchAll(/[^\s\-\u2010-\u2014\/]+/g)) {
+                const range = document.createRange();
+                range.setStart(text, match.index);
+                range.setEnd(text, match.index + match[0].length);
+                const tops = new Set([...range.getClientRects()]
+                    .filter(r => r.width > 0).map(r => Math.round(r.top)));
+                if (tops.size > 1) {
+                    broken.push(cell.textContent.trim().slice(0, 40) + ': ' + match[0]);
+                }
+            }
+        }
+    }
+    return broken;
+}"""
+
+# Images of the article whose alt text is missing, a file name or a path.
+BAD_ALTS = r"""() => [...document.querySelectorAll('article img')]
+    .map(img => ({src: img.getAttribute('src'), alt: (img.getAttribute('alt') || '').trim()}))
+    .filter(({src, alt}) => alt.length < 10 || /\.(png|jpe?g|gif|svg|webp)$/i.test(alt)
+        || alt.includes('_images/') || alt === src)
+    .map(({src, alt}) => `${src}: alt="${alt}"`)"""
+
+# What sticks out of the screen: the page's width, and the widest elements beyond it.
+WIDTH_REPORT = r"""() => {
+    const width = document.documentElement.clientWidth;
+    const scroll = Math.max(document.documentElement.scrollWidth, document.body.scrollWidth);
+    const culprits = [];
+    const clipped = el => {  // inside a box that scrolls or hides what sticks out
+        for (let box = el.parentElement; box && box !== document.body; box = box.parentElement) {
+            if (getComputedStyle(box).overflowX !== 'visible') return true;
+        }
+        return false;
+    };
+    if (scroll > width) {
+        for (const el of document.querySelectorAll('body *')) {
+            const r = el.getBoundingClientRect();
+            if (r.right > width + 1 && r.width > 0 && !clipped(el)) {
+                culprits.push(`${el.tagName.toLowerCase()}.${[...el.classList].join('.')} `
+                    + `right=${Math.round(r.right)}: ${el.textContent.trim().slice(0, 50)}`);
+            }
+        }
+    }
+    return {width, scroll, culprits: culprits.slice(-8)};
+}"""
+
+
+def _dialog_opened(tab, button: str, dialog: str) -> dict:
+    """Click the visible `button` of the article's header; report whether `dialog` opened
+    with links in it, then close it with Escape."""
+    tab.locator(button).click()
+    tab.wait_for_function(f"() => document.querySelector('{dialog}').open", timeout=3_000)
+    report = tab.evaluate(
+        f"""() => {{
+            const d = document.querySelector('{dialog}'), r = d.getBoundingClientRect();
+            const links = [...d.querySelectorAll('a')].filter(a => a.offsetParent !== null);
+            return {{links: links.length, width: r.width, left: r.left}};
+        }}"""
+    )
+    return report
+
+
+def _close(tab, dialog: str) -> None:
+    tab.keyboard.press("Escape")
+    tab.wait_for_function(f"() => !document.querySelector('{dialog}').open", timeout=3_000)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("page", PAGES)
+def test_page_reads_on_a_phone(browser, base_urls, page, mode):  # noqa: F811
+    ctx, tab = _open(
+        browser, base_urls[mode], page, PHONE, device_scale_factor=3, is_mobile=True, has_touch=True
+    )
+    try:
+        width = tab.evaluate(WIDTH_REPORT)
+        assert width["scroll"] <= width["width"], (
+            f"the page is {width['scroll']} px wide on a {width['width']} px screen; "
+            f"sticking out: {width['culprits']}"
+        )
+        assert not (broken := tab.evaluate(BROKEN_WORDS)), f"words broken in table cells: {broken}"
+        assert not (bad := tab.evaluate(BAD_ALTS)), f"images without a real alt text: {bad}"
+        if mode == "served":
+            PHONE_SHOTS.mkdir(parents=True, exist_ok=True)
+            tab.screenshot(path=PHONE_SHOTS / f"{page.replace('/', '-')}.png")
+
+        # The menu: the book's navigation, in a dialog over the page.
+        menu = ".bd-header-article .primary-toggle"
+        assert tab.locator(menu).is_visible(), "no menu button on a phone"
+        opened = _dialog_opened(tab, menu, "#pst-primary-sidebar-modal")
+        assert opened["links"] >= len(PAGES) - 1, f"the menu shows {opened['links']} links"
+        assert 0 <= opened["left"] and opened["width"] <= PHONE["width"], opened
+        if mode == "served":
+            tab.screenshot(path=PHONE_SHOTS / f"{page.replace('/', '-')}.menu.png")
+        _close(tab, "#pst-primary-sidebar-modal")
+
+        # The page's contents, on pages that have sections.
+        contents = ".bd-header-article .secondary-toggle"
+        if tab.locator(contents).is_visible():
+            opened = _dialog_opened(tab, contents, "#pst-secondary-sidebar-modal")
+            assert opened["links"] >= 1, "the page's contents show no section"
+            _close(tab, "#pst-secondary-sidebar-modal")
+        elif source_of(page).suffix == ".ipynb":
+            pytest.fail("no contents button on a chapter")
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_table_cells_keep_their_words_at_1280(browser, base_urls, page):  # noqa: F811
+    ctx, tab = _open(browser, base_urls["served"], page, DESKTOP)
+    try:
+        assert not (broken := tab.evaluate(BROKEN_WORDS)), f"words broken in table cells: {broken}"
+        width = tab.evaluate(WIDTH_REPORT)
+        assert width["scroll"] <= width["width"], width
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_menu_button_collapses_the_navigation_at_1280(browser, base_urls, mode):  # noqa: F811
+    ctx, tab = _open(browser, base_urls[mode], "chapters/06_pytorch_multihead_attention", DESKTOP)
+    try:
+        sidebar = tab.locator("#pst-primary-sidebar")
+        article = tab.locator("article")
+        assert sidebar.is_visible()
+        narrow = article.bounding_box()["width"]
+        tab.locator(".bd-header-article .primary-toggle").click()
+        sidebar.wait_for(state="hidden", timeout=3_000)
+        tab.wait_for_timeout(500)  # the theme's transition
+        assert article.bounding_box()["width"] > narrow + 100, "the text did not widen"
+        assert not tab.evaluate("document.querySelector('#pst-primary-sidebar-modal').open")
+        tab.locator(".bd-header-article .primary-toggle").click()
+        sidebar.wait_for(state="visible", timeout=3_000)
+    finally:
+        ctx.close()
+
+
+def test_live_code_says_it_needs_the_network(browser, base_urls):  # noqa: F811
+    ctx, tab = _open(browser, base_urls["served"], "chapters/02_cosine_similarity", DESKTOP)
+    try:
+        tab.click("button[aria-label='Launch interactive content']")
+        tab.locator(".dropdown-launch-buttons button[onclick*='initThebe']").click()
+        button = tab.locator(".thebe-launch-button")
+        button.wait_for(state="visible")
+        tab.wait_for_function(
+            "() => /needs the network/.test(document.querySelector('.thebe-launch-button')"
+            ".textContent)",
+            timeout=25_000,
+        )
+        text = button.text_content()
+        assert "Loading thebe" not in text and re.search(r"download", text), text
+    finally:
+        ctx.close()
+
+
+# ---- sharp figures: attnlib.display makes a kernel's inline figures 2x PNGs ----------------
+
+
+def _png_outputs(notebook) -> list[tuple[int, int, dict]]:
+    """(pixel width, pixel height, metadata) of each cell's PNG output, in order."""
+    import base64
+    import struct
+
+    shown = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if "image/png" in output.get("data", {}):
+                png = base64.b64decode(output["data"]["image/png"])
+                width, height = struct.unpack(">II", png[16:24])
+                shown.append((width, height, dict(output.get("metadata", {}).get("image/png", {}))))
+    return shown
+
+
+def test_attnlib_makes_inline_figures_sharp():
+    """In a Jupyter kernel, after `import attnlib`, a figure is a PNG of twice its size in
+    CSS pixels (the size the page shows it at: the output's metadata), whether pyplot was
+    imported before or after attnlib; a format the reader sets afterwards wins."""
+    import os
+
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    cells = [
+        "import matplotlib.pyplot as plt\nplt.plot([1, 2]);",  # before attnlib: 1x
+        "import attnlib\nimport torch\nattnlib.display.plot_weights(torch.eye(2), ['a', 'b']);",
+        "plt.plot([1, 2]);",
+        "%config InlineBackend.figure_formats = ['png']\nplt.plot([1, 2]);",
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    env = {**os.environ, "PYTHONPATH": str(SITE.parents[1] / "lib"), "OMP_NUM_THREADS": "1"}
+    env.pop("MPLBACKEND", None)  # conftest.py sets Agg; the kernel must use the inline backend
+    client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3")
+    try:
+        client.execute(env=env)
+    except nbclient.exceptions.CellExecutionError:
+        raise
+    except Exception as error:  # no python3 kernel spec, say
+        _unavailable(f"cannot run a Jupyter kernel: {error}")
+    (w0, _, meta0), (w1, h1, meta1), (w2, h2, meta2), (w3, _, meta3) = _png_outputs(notebook)
+    assert not meta0, "a figure drawn before attnlib was imported is a plain PNG"
+    for width, height, meta in [(w1, h1, meta1), (w2, h2, meta2)]:
+        assert meta == {"width": width // 2, "height": height // 2}, (width, height, meta)
+    assert w2 == 2 * w0 or abs(w2 - 2 * w0) <= 2, (w0, w2)  # the same figure, twice the pixels
+    assert not meta3 and w3 == w0, "the reader's own format is kept"
