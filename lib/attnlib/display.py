@@ -312,15 +312,18 @@ def plot_weights(
             f"{type(ax).__name__}"
         )
     if ax is None:
+        # at most 7.2 in wide: the book's text column (about 720 px), so a figure is shown at
+        # its own size and its numbers stay as large as drawn
         size = (
-            min(12.0, max(3.0, 0.55 * len(cols) + 1.5)),
-            min(9.0, max(2.5, 0.45 * len(rows) + 1.0)),
+            min(7.2, max(3.0, 0.55 * len(cols) + 1.5)),
+            min(7.2, max(2.5, 0.45 * len(rows) + 1.0)),
         )
         _, ax = plt.subplots(figsize=size, layout="constrained")
     if len(rows) * len(cols) > MAX_CELLS_WITH_VALUES:
         digits = None
     norm = Normalize(vmin, vmax)
-    image = _draw(ax, weights, digits, cmap, norm, 7, "auto" if len(cols) > 20 else None)
+    fontsize = 9 if len(cols) <= 12 else 7  # the values: 9 pt while the cells are wide enough
+    image = _draw(ax, weights, digits, cmap, norm, fontsize, "auto" if len(cols) > 20 else None)
     ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right", rotation_mode="anchor")
     ax.set_yticks(range(len(rows)), rows)
     ax.set_xlabel(xlabel)
