@@ -608,3 +608,34 @@ BAD_HEADS = [
 def test_bad_plot_heads(args, kwargs, error, message):
     with pytest.raises(error, match=message):
         plot_heads(*args, **kwargs)
+
+
+def test_print_weights_splits_wide_tables(capsys):
+    w = torch.arange(6.0).reshape(2, 3) / 10
+    print_weights(w, ["a", "b"], ["x", "y", "z"], digits=1, max_cols=2)
+    assert capsys.readouterr().out.splitlines() == [
+        "columns 0 to 1:",
+        "\tx\ty\t",
+        "a\t0.0\t0.1\t",
+        "b\t0.3\t0.4\t",
+        "columns 2 to 2:",
+        "\tz\t",
+        "a\t0.2\t",
+        "b\t0.5\t",
+    ]
+    print_weights(w, ["a", "b"], ["x", "y", "z"], digits=1, max_cols=3)
+    assert capsys.readouterr().out.splitlines()[0] == "\tx\ty\tz\t"  # fits: one table
+
+
+@pytest.mark.parametrize(
+    ("max_cols", "error", "match"),
+    [
+        (0, ValueError, "max_cols must be >= 1"),
+        (2.0, TypeError, "max_cols must be an int >= 1 .* got float 2.0"),
+        (True, TypeError, "max_cols must be an int >= 1"),
+    ],
+)
+def test_print_weights_max_cols_errors(max_cols, error, match, capsys):
+    with pytest.raises(error, match=match):
+        print_weights(torch.eye(2), ["a", "b"], max_cols=max_cols)
+    assert capsys.readouterr().out == ""  # nothing printed half-way

@@ -21,6 +21,7 @@ MODULES = [
     "attnlib.display",
     "attnlib.efficient",
     "attnlib.embeddings",
+    "attnlib.experiment",
     "attnlib.glove",
     "attnlib.glove_text",
     "attnlib.multihead",

@@ -198,12 +198,16 @@ def _draw(ax, weights, digits, cmap, norm, fontsize, aspect="auto"):
     return image
 
 
-def print_weights(weights, rows: Sequence[str], cols: Sequence[str] | None = None, digits=2):
+def print_weights(
+    weights, rows: Sequence[str], cols: Sequence[str] | None = None, digits=2, *, max_cols=None
+):
     """Print a matrix as the seeds' tab-separated table: a header of column labels, then
     one labelled row per query (seed 000's ``print_attn_weights``).
 
     Each cell is ``f"{value:.{digits}f}"`` followed by a tab: NaN prints ``nan``, infinities
-    ``inf`` and ``-inf``. A matrix with no rows prints the header alone.
+    ``inf`` and ``-inf``. A matrix with no rows prints the header alone. With ``max_cols``, a
+    wider matrix prints as several tables of at most ``max_cols`` columns, each after a line
+    ``columns a to b:``, so that it fits a page.
 
     Args:
         weights: the ``(n, m)`` matrix: a tensor (any real dtype, ``requires_grad``
@@ -213,17 +217,19 @@ def print_weights(weights, rows: Sequence[str], cols: Sequence[str] | None = Non
             string (split a sentence into words first).
         cols: ``m`` column labels, default ``rows``.
         digits: decimals printed, an ``int >= 0``.
+        max_cols: at most this many columns per table, an ``int >= 1``, or ``None`` (one
+            table).
 
     Shape:
         ``weights``: ``(n, m)`` with ``n = len(rows)``, ``m = len(cols)``.
 
     Raises:
         TypeError: if ``weights`` is not a tensor, array or nested list of real numbers, the
-            labels are not a list of ``str``/``int``, or ``digits`` is not an int (``None``
-            included: a table always shows its values).
+            labels are not a list of ``str``/``int``, or ``digits`` or ``max_cols`` is not an
+            int (``None`` digits included: a table always shows its values).
         ValueError: if ``weights`` is not 2-D, its shape does not match the labels, a label
-            holds a tab or a newline (they would break the table), or ``digits < 0``.
-            Everything is checked before anything is printed.
+            holds a tab or a newline (they would break the table), ``digits < 0`` or
+            ``max_cols < 1``. Everything is checked before anything is printed.
 
     Example:
         >>> w = torch.tensor([[0.25, 0.75], [0.5, 0.5]])
@@ -231,9 +237,26 @@ def print_weights(weights, rows: Sequence[str], cols: Sequence[str] | None = Non
                 a	b
         a	0.25	0.75
         b	0.50	0.50
+        >>> print_weights(w, ["a", "b"], max_cols=1)  # doctest: +NORMALIZE_WHITESPACE
+        columns 0 to 0:
+                a
+        a	0.25
+        b	0.50
+        columns 1 to 1:
+                b
+        a	0.75
+        b	0.50
     """
     weights, rows, cols = _as_matrix(weights, rows, cols)
     digits = _check_digits(digits, allow_none=False)
+    if max_cols is not None:
+        if isinstance(max_cols, bool) or not isinstance(max_cols, numbers.Integral):
+            raise TypeError(
+                f"max_cols must be an int >= 1 (columns per table) or None; got "
+                f"{type(max_cols).__name__} {max_cols!r}"
+            )
+        if max_cols < 1:
+            raise ValueError(f"max_cols must be >= 1 (columns per table); got {max_cols}")
     for name, labels in (("rows", rows), ("cols", cols)):
         for i, label in enumerate(labels):
             if "\t" in label or "\n" in label or "\r" in label:
@@ -241,6 +264,16 @@ def print_weights(weights, rows: Sequence[str], cols: Sequence[str] | None = Non
                     f"{name}[{i}] must not contain a tab or a newline (they separate the "
                     f"table's cells and lines); got {label!r}"
                 )
+    if max_cols is not None and len(cols) > max_cols:
+        for start in range(0, len(cols), max_cols):
+            stop = min(start + max_cols, len(cols))
+            print(f"columns {start} to {stop - 1}:")
+            _print_table(weights[:, start:stop], rows, cols[start:stop], digits)  # (n, <= max)
+        return
+    _print_table(weights, rows, cols, digits)
+
+
+def _print_table(weights: np.ndarray, rows: list[str], cols: list[str], digits: int) -> None:
     print("\t" + "".join(f"{c}\t" for c in cols))
     for label, row in zip(rows, weights):
         print(f"{label}\t" + "".join(f"{v:.{digits}f}\t" for v in row))
