@@ -23,7 +23,6 @@ Usage (from the project root)::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import tempfile
@@ -32,6 +31,7 @@ from pathlib import Path
 import attnlib
 import torch
 import torch.nn.functional as F
+from attnlib.experiment import reproducible
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "data" / "pointer_heads.json"
@@ -60,19 +60,6 @@ PAIRS = 2  # triples per sentence: 6 words
 TRAIN_COUNTRIES = 28  # the other 12 are never seen in training
 STEPS, BATCH, LR = 400, 64, 3e-3
 SPLIT_SEED, INIT_SEED, TRAIN_SEED = 0, 0, 1
-
-
-@contextlib.contextmanager
-def reproducible():
-    """Deterministic algorithms on one thread; the previous settings are restored on exit."""
-    deterministic, threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(deterministic)
-        torch.set_num_threads(threads)
 
 
 def capital_batch(triple_vectors, ids, n, generator):
