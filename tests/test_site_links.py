@@ -119,7 +119,9 @@ def test_the_book_links_its_heatmaps_to_the_explorer():
         assert link["page"].startswith("chapters/"), f"{where}: a relative link outside chapters/"
         assert settings.get("mode") in GLOVE_MODES + MODEL_MODES, f"{where}: {settings}"
         assert settings.get("sentence", "").strip(), f"{where}: no sentence in {link['href']}"
-        assert set(settings) <= {"mode", "sentence", "T", "causal"}, f"{where}: {settings}"
+        assert set(settings) <= {"mode", "sentence", "T", "causal", "layer", "head"}, (
+            f"{where}: {settings}"
+        )
         assert link["text"].strip(), f"{where}: a link without text"
 
 
@@ -157,6 +159,9 @@ def _check_explorer(visit, settings: dict) -> None:
         return
     tab.wait_for_selector("#explorer-next li", state="attached")
     assert not message.is_visible(), tab.text_content("#explorer-message")
+    # the heatmap the link names (?layer=&head=, default 0) is the one shown on arrival
+    assert tab.input_value("#explorer-layer") == settings.get("layer", "0")
+    assert tab.input_value("#explorer-head") == settings.get("head", "0")
     ids = _model_ids(mode, sentence)
     assert json.loads(tab.get_attribute("#explorer-app", "data-tokens")) == ids
     _, weights = _attnlib_run(mode, ids)  # layers x (H, L, L)

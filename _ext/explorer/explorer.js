@@ -484,6 +484,8 @@
     if (params.has("sentence")) texts[FAMILY[mode.value]] = params.get("sentence");
     if (params.has("T") && Number(params.get("T")) > 0) temperature.value = params.get("T");
     if (params.has("causal")) causal.checked = params.get("causal") !== "0";
+    // ?layer=&head= pick the heatmap of a model mode once, when the page opens
+    const initial = { layer: params.get("layer"), head: params.get("head") };
 
     const setMessage = (text) => {
       message.textContent = text;
@@ -543,6 +545,12 @@
       const c = model.config;
       options(layer, [...Array(c.num_layers).keys()], [...Array(c.num_layers).keys()].map((l) => `layer ${l}`));
       options(head, [...Array(c.num_heads).keys()], [...Array(c.num_heads).keys()].map((h) => `head ${h}`));
+      for (const [select, key] of [[layer, "layer"], [head, "head"]]) {
+        if (initial[key] !== null && [...select.options].some((o) => o.value === initial[key])) {
+          select.value = initial[key];
+        }
+        initial[key] = null;
+      }
       const tokens = modelTokens(model, sentence.value);
       let problem = tokens.problem || "";
       if (!problem && tokens.ids.length > MAX_TOKENS) {

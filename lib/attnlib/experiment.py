@@ -32,9 +32,6 @@ def reproducible() -> Iterator[None]:
     count: torch splits a large sum over its threads, and another split adds the same
     numbers in another order. Usable as a context manager or as a decorator.
 
-    Args:
-        None.
-
     Returns:
         A context manager (``with reproducible(): ...``).
 
@@ -63,14 +60,8 @@ def reproducible() -> Iterator[None]:
 def machine() -> str:
     """The machine and versions a measurement ran on, as one line.
 
-    Args:
-        None.
-
     Returns:
         ``"<cpu>, <n> CPUs; Python <v>, torch <v>, NumPy <v>"``.
-
-    Raises:
-        Nothing.
 
     Example:
         >>> "torch " + torch.__version__ in machine()
