@@ -7,18 +7,28 @@ its default, and False) and **no weights** (``need_weights=False`` for both: att
 through ``F.scaled_dot_product_attention``). ``NaiveMultiHeadAttention`` is timed for reference.
 ``--bias`` gives the modules biases, which sends torch's eval mode through its fused C++ path.
 
+``--compile`` adds a third mode, **compiled**: ``torch.compile(fused, fullgraph=True)`` (Inductor,
+or ``--backend``) against the same module in eager mode and against torch's module, all with the
+weights returned. The compiled module is checked equal to the eager one first; its compile time
+is printed and not timed.
+
+Why torch's module is often the slower one here: it works in ``(L, N, E)`` order inside, so
+with ``batch_first=True`` it transposes its inputs and its batched products read strided memory;
+the same module with ``batch_first=False`` on ``(L, N, E)`` inputs takes about attnlib's time.
+
 Goal: fused attnlib <= 1.05 x torch (in the weights mode, the faster torch variant), judged
 on the median over interleaved rounds of the per-round ratio of medians; the range is printed.
 
 Usage::
 
-    python benchmarks/bench_mha.py [--rounds 10] [--threads N] [--bias]
+    python benchmarks/bench_mha.py [--rounds 10] [--threads N] [--bias] [--compile]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 import _common
 import attnlib
@@ -55,6 +65,25 @@ def variants(fused, mha, naive, x):
     }
 
 
+def compiled_variants(fused, mha, x, backend: str):
+    """The compiled mode: ``(name -> function)``, after compiling and checking equal."""
+    compiled = torch.compile(fused, fullgraph=True, backend=backend)
+    start = time.perf_counter()
+    with torch.no_grad():
+        out, weights = compiled(x)  # the first call compiles
+    print(
+        f"torch.compile(fullgraph=True, backend={backend!r}): {time.perf_counter() - start:.1f} s"
+    )
+    expected_out, expected_weights = fused(x)
+    torch.testing.assert_close(out, expected_out, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(weights, expected_weights, rtol=1e-4, atol=1e-5)
+    return {
+        "attnlib compiled": lambda: compiled(x),
+        "attnlib eager": lambda: fused(x),
+        "torch (per head)": lambda: mha(x, x, x, average_attn_weights=False),
+    }
+
+
 def check_equal(fused, mha, naive, x) -> None:
     out, weights = fused(x)
     for mode in variants(fused, mha, naive, x).values():
@@ -71,6 +100,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--bias", action="store_true")
+    parser.add_argument("--compile", action="store_true", help="add the compiled mode")
+    parser.add_argument("--backend", default="inductor", help="torch.compile's backend")
+    parser.add_argument("--only-compiled", action="store_true", help="time the compiled mode only")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(_common.machine())
@@ -80,11 +112,22 @@ def main() -> int:
     print("outputs and weights of every variant equal\n")
     label = f"MHA N=8 L=256 E=512 H=8, bias={args.bias}"
     results, ok = {}, True
-    for mode, fns in variants(fused, mha, naive, x).items():
+    modes = {} if args.only_compiled else variants(fused, mha, naive, x)
+    if args.compile or args.only_compiled:
+        modes["compiled"] = compiled_variants(fused, mha, x, args.backend)
+    for mode, fns in modes.items():
         results[mode] = _common.rounds(fns, label, mode, n=args.rounds, threads=args.threads)
     _common.compare([m for mode in results.values() for ms in mode.values() for m in ms])
     print()
     for mode, times in results.items():
+        if mode == "compiled":
+            for a, b in [
+                ("attnlib compiled", "attnlib eager"),
+                ("attnlib compiled", "torch (per head)"),
+                ("attnlib eager", "torch (per head)"),
+            ]:
+                print(_common.ratio_line(f"{mode}: {a} / {b}", _common.ratio(times[a], times[b])))
+            continue
         torch_names = [n for n in times if n.startswith("torch")]
         fastest = min(torch_names, key=lambda n: _common.ratio(times[n], times[torch_names[0]])[0])
         for name in times:
