@@ -158,3 +158,9 @@ def test_naive_with_a_cache_equals_the_whole_sequence():
     assert cache.length == 6 and tuple(cache.key.shape) == (2, H, 6, E // H)
     unbatched, _ = m(x[0, :1], cache=KVCache())
     torch.testing.assert_close(unbatched, full[0, :1])
+
+
+@pytest.mark.parametrize("cls", [MultiHeadAttention, NaiveMultiHeadAttention])
+def test_cache_needs_a_self_attention_layer(cls):
+    with pytest.raises(ValueError, match=r"cache needs a self-attention layer, kdim = vdim"):
+        cls(E, H, kdim=7)(torch.randn(1, 1, E), cache=KVCache())

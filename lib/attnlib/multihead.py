@@ -51,7 +51,8 @@ def _check_dims(embed_dim: int, num_heads: int, head_dim: int | None) -> int:
     return embed_dim // num_heads
 
 
-def _check_cache(cache, key, value, mask) -> None:
+def _check_cache(cache, key, value, mask, module=None) -> None:
+    """``cache`` is ``None``, or a :class:`KVCache` for a causal self-attention."""
     if cache is None:
         return
     if not isinstance(cache, KVCache):
@@ -60,6 +61,11 @@ def _check_cache(cache, key, value, mask) -> None:
         raise ValueError(
             "cache must not be combined with key, value or mask: with a cache, query holds "
             "the new tokens of a causal self-attention and the cache applies the mask"
+        )
+    if module is not None and (module.kdim, module.vdim) != (module.embed_dim,) * 2:
+        raise ValueError(
+            f"cache needs a self-attention layer, kdim = vdim = embed_dim; got kdim="
+            f"{module.kdim}, vdim={module.vdim}, embed_dim={module.embed_dim}"
         )
 
 
@@ -274,7 +280,7 @@ class MultiHeadAttention(nn.Module):
         causal self-attention; their keys and values are appended to the cache, and they
         attend to every position the cache keeps.
         """
-        _check_cache(cache, key, value, mask)
+        _check_cache(cache, key, value, mask, self)
         query, key, value, mask, batched = _prepare(self, query, key, value, mask)
         output, weights = self._forward(query, key, value, mask, need_weights, cache)
         if not batched:
@@ -414,7 +420,7 @@ class NaiveMultiHeadAttention(nn.Module):
         :meth:`MultiHeadAttention.forward`. The heads' own checks are skipped (the inputs
         were checked here, once).
         """
-        _check_cache(cache, key, value, mask)
+        _check_cache(cache, key, value, mask, self)
         query, key, value, mask, batched = _prepare(self, query, key, value, mask)
         if cache is not None:
             return self._forward_cached(query, cache, need_weights, batched)
