@@ -18,6 +18,8 @@ the same module with ``batch_first=False`` on ``(L, N, E)`` inputs takes about a
 
 Goal: fused attnlib <= 1.05 x torch (in the weights mode, the faster torch variant), judged
 on the median over interleaved rounds of the per-round ratio of medians; the range is printed.
+The ``seq-first`` torch variants (``batch_first=False`` on ``(L, N, E)`` inputs) are printed for
+information and are not part of the goal.
 
 Usage::
 
@@ -34,6 +36,7 @@ import _common
 import attnlib
 import torch
 from attnlib.convert import naive_from_fused, to_torch
+from torch import nn
 
 
 def make_modules(E: int = 512, H: int = 8, bias: bool = False):
@@ -48,18 +51,37 @@ def make_modules(E: int = 512, H: int = 8, bias: bool = False):
     return [m.eval().requires_grad_(False) for m in modules]
 
 
+def seq_first(mha):
+    """The same torch module with ``batch_first=False`` (it then takes ``(L, N, E)`` inputs)."""
+    copy = nn.MultiheadAttention(
+        mha.embed_dim, mha.num_heads, bias=mha.in_proj_bias is not None, batch_first=False
+    )
+    copy.load_state_dict(mha.state_dict())
+    return copy.eval().requires_grad_(False)
+
+
 def variants(fused, mha, naive, x):
-    """mode -> name -> function of no argument (what is timed)."""
+    """mode -> name -> function of no argument (what is timed). The ``seq-first`` variants
+    (for information, not the goal) take ``(L, N, E)`` inputs and return ``(L, N, E)``,
+    transposed back (a view) for the equality check."""
+    sf, xt = seq_first(mha), x.transpose(0, 1).contiguous()  # (L, N, E)
+
+    def sf_call(**kwargs):
+        out, w = sf(xt, xt, xt, **kwargs)
+        return out.transpose(0, 1), w
+
     return {
         "weights": {
             "attnlib fused": lambda: fused(x),
             "torch (averaged)": lambda: mha(x, x, x),
             "torch (per head)": lambda: mha(x, x, x, average_attn_weights=False),
+            "torch seq-first (per head)": lambda: sf_call(average_attn_weights=False),
             "attnlib naive": lambda: naive(x),
         },
         "no weights": {
             "attnlib fused": lambda: fused(x, need_weights=False),
             "torch": lambda: mha(x, x, x, need_weights=False),
+            "torch seq-first": lambda: sf_call(need_weights=False),
             "attnlib naive": lambda: naive(x, need_weights=False),
         },
     }
@@ -128,7 +150,7 @@ def main() -> int:
             ]:
                 print(_common.ratio_line(f"{mode}: {a} / {b}", _common.ratio(times[a], times[b])))
             continue
-        torch_names = [n for n in times if n.startswith("torch")]
+        torch_names = [n for n in times if n.startswith("torch") and "seq-first" not in n]
         fastest = min(torch_names, key=lambda n: _common.ratio(times[n], times[torch_names[0]])[0])
         for name in times:
             if name.startswith("attnlib"):
@@ -137,6 +159,10 @@ def main() -> int:
                 line = _common.ratio_line(f"{mode}: {name} / {fastest}", r, goal)
                 ok &= not line.endswith("FAIL")
                 print(line)
+        for name in times:
+            if "seq-first" in name:  # information: torch's module without its transposes
+                r = _common.ratio(times["attnlib fused"], times[name])
+                print(_common.ratio_line(f"{mode}: attnlib fused / {name}", r))
     return 0 if ok else 1
 
 
