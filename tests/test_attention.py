@@ -209,7 +209,7 @@ def test_self_attention_identity_projections_reproduce_plain_attention(X3):
 
 @pytest.mark.parametrize("bias", [False, True])
 def test_self_attention_projections(bias):
-    head = SelfAttention(12, 4, bias=bias)
+    head = SelfAttention(12, head_dim=4, bias=bias)
     assert (head.q_proj.bias is not None) == bias
     x, kv = torch.randn(2, 5, 12), torch.randn(2, 7, 12)
     out, w = head(x, key=kv)
@@ -280,7 +280,7 @@ def test_property_causal_output_ignores_the_future(seed, L, t):
     t = t % L
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(L, 6, generator=g)
-    head = SelfAttention(6, 3)
+    head = SelfAttention(6, head_dim=3)
     with torch.no_grad():
         for p in head.parameters():
             p.copy_(torch.randn(p.shape, generator=g))
@@ -364,13 +364,14 @@ def test_bad_types():
 
 @pytest.mark.parametrize("L", [0, -1, 1.5, True])
 def test_bad_causal_mask_size(L):
-    with pytest.raises(ValueError, match=r"L must be a positive integer; got"):
+    error = ValueError if type(L) is int else TypeError  # a wrong value, or a wrong type
+    with pytest.raises(error, match=r"L must be a positive integer; got"):
         causal_mask(L)
 
 
 def test_bad_self_attention_dims():
     with pytest.raises(ValueError, match="head_dim must be a positive integer; got 0"):
-        SelfAttention(4, 0)
+        SelfAttention(4, head_dim=0)
 
 
 def test_fully_masked_rows_zeros_in_attnlib_and_f_sdpa_but_nan_in_nn_multihead():

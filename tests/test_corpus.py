@@ -406,7 +406,8 @@ def test_ngram_perplexity_is_exp_mean_nll(v_ids, n, test_ids):
 )
 def test_ngram_errors(kwargs, message):
     args = {"ids": [0, 1, 2], "n": 2, "vocab_size": 4} | kwargs
-    with pytest.raises(ValueError, match=message):
+    error = TypeError if kwargs == {"n": 2.0} else ValueError  # a wrong type, or a wrong value
+    with pytest.raises(error, match=message):
         NGramModel(**args)
 
 

@@ -240,12 +240,12 @@ def test_kdim_vdim_bad_sizes():
         m(torch.randn(N, L, E), torch.randn(N, S, KDIM))  # value defaults to key
     with pytest.raises(ValueError, match=r"kdim must be a positive integer; got 0"):
         MultiHeadAttention(E, H, kdim=0)
-    with pytest.raises(ValueError, match=r"vdim must be a positive integer; got 2.5"):
+    with pytest.raises(TypeError, match=r"vdim must be a positive integer; got 2.5"):
         NaiveMultiHeadAttention(E, H, vdim=2.5)
 
 
 def test_self_attention_kdim_vdim():
-    head = randomize(SelfAttention(E, 4, bias=True, kdim=KDIM, vdim=VDIM))
+    head = randomize(SelfAttention(E, head_dim=4, bias=True, kdim=KDIM, vdim=VDIM))
     x, k, v = torch.randn(N, L, E), torch.randn(N, S, KDIM), torch.randn(N, S, VDIM)
     out, w = head(x, key=k, value=v)
     expected = F.scaled_dot_product_attention(head.q_proj(x), head.k_proj(k), head.v_proj(v))
@@ -369,9 +369,10 @@ def test_dropout_matches_torch_in_training_mode():
 
 @pytest.mark.parametrize("p", [-0.1, 1.0, 1.5, "0.1", True])
 def test_bad_dropout(p):
-    with pytest.raises(ValueError, match=rf"dropout must be a probability in \[0, 1\); got {p!r}"):
+    error = TypeError if isinstance(p, (str, bool)) else ValueError  # a wrong type, or value
+    with pytest.raises(error, match=rf"dropout must be a probability in \[0, 1\); got {p!r}"):
         MultiHeadAttention(E, H, dropout=p)
-    with pytest.raises(ValueError, match=r"dropout_p must be a probability"):
+    with pytest.raises(error, match=r"dropout_p must be a probability"):
         scaled_dot_product_attention(
             torch.randn(2, 3), torch.randn(2, 3), torch.randn(2, 3), dropout_p=p
         )
@@ -446,7 +447,7 @@ def test_float64_input_to_float32_module(cls):
     with pytest.raises(
         TypeError, match=r"query has dtype torch.float64 but the module's weights are torch.float32"
     ):
-        SelfAttention(E, 4)(torch.randn(L, E, dtype=torch.float64))
+        SelfAttention(E, head_dim=4)(torch.randn(L, E, dtype=torch.float64))
 
 
 @pytest.mark.parametrize(

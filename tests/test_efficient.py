@@ -21,7 +21,7 @@ def exact(q, k, v, causal=False, scale=None):
 @pytest.mark.parametrize(("L", "S"), [(5, 7), (7, 5), (10, 10), (1, 9)])
 def test_tiled_equals_exact(causal, block_size, L, S):
     q, k, v = torch.randn(L, 6), torch.randn(S, 6), torch.randn(S, 3)
-    out = tiled_attention(q, k, v, causal=causal, block_size=block_size)
+    out = tiled_attention(q, k, v, is_causal=causal, block_size=block_size)
     assert out.shape == (L, 3)
     torch.testing.assert_close(out, exact(q, k, v, causal=causal), atol=ATOL, rtol=RTOL)
 
@@ -30,7 +30,7 @@ def test_tiled_equals_exact(causal, block_size, L, S):
 def test_tiled_batched_heads(causal):
     N, H, L, S, D = 2, 3, 9, 11, 4  # S = 11 is not a multiple of block_size = 4
     q, k, v = torch.randn(N, H, L, D), torch.randn(N, H, S, D), torch.randn(N, H, S, D)
-    out = tiled_attention(q, k, v, causal=causal, block_size=4)
+    out = tiled_attention(q, k, v, is_causal=causal, block_size=4)
     assert out.shape == (N, H, L, D)
     torch.testing.assert_close(out, exact(q, k, v, causal=causal), atol=ATOL, rtol=RTOL)
 
@@ -59,7 +59,7 @@ def test_tiled_is_stable_with_large_scores():
 
 def test_tiled_causal_with_more_queries_than_keys_never_divides_by_zero():
     q, k, v = torch.randn(8, 4), torch.randn(3, 4), torch.randn(3, 4)
-    out = tiled_attention(q, k, v, causal=True, block_size=2)
+    out = tiled_attention(q, k, v, is_causal=True, block_size=2)
     torch.testing.assert_close(out, exact(q, k, v, causal=True), atol=ATOL, rtol=RTOL)
 
 
@@ -97,7 +97,7 @@ def test_property_tiled_equals_exact(seed, L, S, d, block_size, causal, batch):
     q = torch.randn(*batch, L, d, generator=g)
     k = torch.randn(*batch, S, d, generator=g)
     v = torch.randn(*batch, S, d + 2, generator=g)
-    out = tiled_attention(q, k, v, causal=causal, block_size=block_size)
+    out = tiled_attention(q, k, v, is_causal=causal, block_size=block_size)
     torch.testing.assert_close(out, exact(q, k, v, causal=causal), atol=ATOL, rtol=RTOL)
 
 
@@ -107,9 +107,8 @@ def test_property_tiled_equals_exact(seed, L, S, d, block_size, causal, batch):
 @pytest.mark.parametrize("block_size", [0, -1, 1.5, True, "4"])
 def test_bad_block_size(block_size):
     q = torch.randn(5, 4)
-    with pytest.raises(
-        ValueError, match=rf"block_size must be an integer >= 1; got {block_size!r}"
-    ):
+    error = ValueError if type(block_size) is int else TypeError  # a wrong value, or type
+    with pytest.raises(error, match=rf"block_size must be an integer >= 1; got {block_size!r}"):
         tiled_attention(q, q, q, block_size=block_size)
 
 

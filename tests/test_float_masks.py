@@ -102,7 +102,7 @@ def test_all_minus_inf_row_gives_zeros_not_nan(path):
     else:
         x, kv = torch.randn(N, L, E), torch.randn(N, S, E)
         if path == "self":
-            out, _ = SelfAttention(E, D, bias=True)(x, mask=mask, key=kv)
+            out, _ = SelfAttention(E, head_dim=D, bias=True)(x, mask=mask, key=kv)
         else:
             cls = NaiveMultiHeadAttention if path == "naive" else MultiHeadAttention
             m = cls(E, H, bias=False)
@@ -122,7 +122,7 @@ def test_tiled_float_mask_equals_exact(causal, block_size, mask_shape):
     if causal:
         full = full + torch.where(torch.ones(L, S).tril().bool(), 0.0, NEG_INF)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=full)
-    out = tiled_attention(q, k, v, mask=mask, causal=causal, block_size=block_size)
+    out = tiled_attention(q, k, v, mask=mask, is_causal=causal, block_size=block_size)
     torch.testing.assert_close(out, expected)
 
 
@@ -186,7 +186,7 @@ def test_alibi_per_head_mask_unbatched_multihead():
 
 def test_self_attention_float_mask():
     torch.manual_seed(17)
-    head = SelfAttention(E, D, bias=True)
+    head = SelfAttention(E, head_dim=D, bias=True)
     x = torch.randn(N, L, E)
     mask = float_mask(L, L, seed=18)
     out, w = head(x, mask=mask)

@@ -112,24 +112,29 @@ def build(cls, bias=False):
 
 @pytest.mark.parametrize("cls", CLASSES)
 def test_one_forward_signature(cls):
-    """forward(query, key=None, value=None, mask=None, need_weights=True) for all three;
-    the fused class adds cache= after need_weights."""
+    """forward(query, key=None, value=None, *, mask=None, need_weights=True, cache=None) for
+    both multi-head classes; the single head has no cache."""
     params = list(inspect.signature(cls.forward).parameters.values())[1:]  # without self
     names = [p.name for p in params]
-    extra = ["cache"] if cls is MultiHeadAttention else []
+    extra = [] if cls is SelfAttention else ["cache"]
     assert names == ["query", "key", "value", "mask", "need_weights", *extra]
     assert [p.default for p in params[1:]] == [None, None, None, True, *[None] * len(extra)]
+    kinds = [p.kind for p in params]
+    assert kinds[:3] == [inspect.Parameter.POSITIONAL_OR_KEYWORD] * 3
+    assert set(kinds[3:]) == {inspect.Parameter.KEYWORD_ONLY}  # everything after value
 
 
 @pytest.mark.parametrize("cls", CLASSES)
-def test_positional_arguments_in_the_order_query_key_value_mask(cls):
+def test_positional_arguments_in_the_order_query_key_value(cls):
     m = build(cls, bias=True)
     query, key, value = torch.randn(N, L, E), torch.randn(N, S, E), torch.randn(N, S, E)
     mask = causal_mask(L, S)
-    out, w = m(query, key, value, mask)
+    out, w = m(query, key, value, mask=mask)
     out_kw, w_kw = m(query=query, key=key, value=value, mask=mask, need_weights=True)
     assert torch.equal(out, out_kw) and torch.equal(w, w_kw)
-    assert m(query, key, value, mask, False)[1] is None
+    assert m(query, key, value, mask=mask, need_weights=False)[1] is None
+    with pytest.raises(TypeError, match="positional argument"):
+        m(query, key, value, mask)  # mask is keyword-only
     self_out, _ = m(query)  # key and value default to query
     torch.testing.assert_close(self_out, m(query, query, query)[0])
 
@@ -276,7 +281,8 @@ def test_bad_embed_dim_not_divisible_by_heads(cls):
 
 @pytest.mark.parametrize("bad", [0, -2, 2.0, True])
 def test_bad_num_heads(bad):
-    with pytest.raises(ValueError, match="num_heads must be a positive integer; got"):
+    error = ValueError if type(bad) is int else TypeError  # a wrong value, or a wrong type
+    with pytest.raises(error, match="num_heads must be a positive integer; got"):
         MultiHeadAttention(12, bad)
 
 

@@ -55,19 +55,21 @@ def test_sinusoidal_dtype_and_device():
 
 
 @pytest.mark.parametrize(
-    "args,match",
+    "args,kwargs,error,match",
     [
-        ((4, 5), r"dim must be even \(sin and cos columns come in pairs\); got 5"),
-        ((0, 4), r"length must be a positive integer; got 0"),
-        ((4, 0), r"dim must be a positive integer; got 0"),
-        ((4.0, 4), r"length must be a positive integer; got 4.0"),
-        ((4, 4, 1.0), r"base must be a number > 1; got 1.0"),
-        ((4, 4, float("inf")), r"base must be finite; got inf"),
+        ((4, 5), {}, ValueError, r"dim must be even \(sin and cos columns come in pairs\); got 5"),
+        ((0, 4), {}, ValueError, r"length must be a positive integer; got 0"),
+        ((4, 0), {}, ValueError, r"dim must be a positive integer; got 0"),
+        ((4.0, 4), {}, TypeError, r"length must be a positive integer; got 4.0"),
+        ((4, 4), {"base": 1.0}, ValueError, r"base must be a number > 1; got 1.0"),
+        ((4, 4), {"base": float("inf")}, ValueError, r"base must be finite; got inf"),
+        ((4, 4), {"base": "10"}, TypeError, r"base must be a number > 1; got '10'"),
+        ((4, 4), {"dtype": torch.int64}, TypeError, r"dtype must be a floating-point torch.dtype"),
     ],
 )
-def test_sinusoidal_bad_input(args, match):
-    with pytest.raises(ValueError, match=match):
-        sinusoidal_encoding(*args)
+def test_sinusoidal_bad_input(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        sinusoidal_encoding(*args, **kwargs)
 
 
 # ---- rotary embedding -------------------------------------------------------------------
@@ -258,5 +260,6 @@ def test_alibi_as_float_mask_equals_torch_sdpa():
     ],
 )
 def test_alibi_bad_input(args, match):
-    with pytest.raises(ValueError, match=match):
+    error = ValueError if all(type(a) is int for a in args) else TypeError
+    with pytest.raises(error, match=match):
         alibi_bias(*args)

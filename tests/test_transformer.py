@@ -287,7 +287,7 @@ def test_block_dropout_only_in_training_mode():
     [
         ({"mlp_ratio": -1}, ValueError, "mlp_ratio must be a number >= 0; got -1"),
         ({"mlp_ratio": -0.5}, ValueError, "mlp_ratio must be a number >= 0; got -0.5"),
-        ({"mlp_ratio": True}, ValueError, "mlp_ratio must be a number >= 0; got True"),
+        ({"mlp_ratio": True}, TypeError, "mlp_ratio must be a number >= 0; got True"),
         ({"mlp_ratio": math.inf}, ValueError, "mlp_ratio must be finite; got inf"),
         ({"mlp_ratio": 0.04}, ValueError, r"round\(mlp_ratio \* E\) >= 1; got mlp_ratio=0.04"),
         ({"dropout": 1.0}, ValueError, r"dropout must be a probability in \[0, 1\); got 1.0"),
@@ -814,7 +814,7 @@ def test_generate_refuses_an_empty_prompt(empty):
         ),
         ({"vocab_size": 0}, ValueError, "vocab_size must be a positive integer; got 0"),
         ({"num_layers": 0}, ValueError, "num_layers must be a positive integer; got 0"),
-        ({"max_len": 2.5}, ValueError, "max_len must be a positive integer; got 2.5"),
+        ({"max_len": 2.5}, TypeError, "max_len must be a positive integer; got 2.5"),
         ({"mlp_ratio": -1}, ValueError, "mlp_ratio must be a number >= 0; got -1"),
         ({"dropout": 1.0}, ValueError, r"dropout must be a probability in \[0, 1\); got 1.0"),
     ],

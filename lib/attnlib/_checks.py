@@ -1,5 +1,18 @@
 """Input checks shared by the modules: each raises with the argument's name, what was
-expected and what came, so a reader can fix the call from the message alone."""
+expected and what came, so a reader can fix the call from the message alone.
+
+The rules, decided here once for the whole package:
+
+- **Where**: a public function or a module's ``forward`` checks its arguments once, on entry;
+  the private kernels it calls (``_attention``, ``_attend``, ...) trust them and check nothing.
+- **Which exception**: ``TypeError`` when an argument has the wrong *type* (not a tensor, not
+  an ``int``, an integer tensor where a float one is needed, a dtype that differs from the
+  module's); ``ValueError`` when its type is right and its *value* is wrong (a shape, a size
+  below 1, a probability outside ``[0, 1)``, a tensor on another device).
+- **Traceable**: a check reads types, shapes, dtypes and devices, never the values of a tensor,
+  so ``torch.compile(fullgraph=True)`` traces every public entry; the few checks that must read
+  values (token ids within the vocabulary) are skipped under ``torch.compiler.is_compiling()``.
+"""
 
 from __future__ import annotations
 
@@ -102,26 +115,83 @@ def check_value(query: Tensor, key: Tensor, value: Tensor) -> None:
     check_batch_broadcast(query=query, key=key, value=value)
 
 
+def _is_real(x) -> bool:
+    """A Python real number (``int`` or ``float``, not ``bool``)."""
+    return not isinstance(x, bool) and isinstance(x, (int, float))
+
+
 def check_dropout(name: str, p) -> float:
-    """``p`` is a probability in ``[0, 1)``, returned as a ``float``."""
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+    """``p`` is a probability in ``[0, 1)``, returned as a ``float``: TypeError if it is not a
+    real number, ValueError if it is outside ``[0, 1)``."""
+    if not _is_real(p):
+        raise TypeError(f"{name} must be a probability in [0, 1); got {p!r}")
+    if not 0 <= p < 1:
         raise ValueError(f"{name} must be a probability in [0, 1); got {p!r}")
     return float(p)
 
 
 def check_positive_int(name: str, n) -> int:
-    """``n`` is an ``int`` (not a ``bool``) and at least 1."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    """``n`` is an ``int`` (not a ``bool``; a traced size ``torch.SymInt`` too) and at least 1:
+    TypeError if it is not an integer, ValueError if it is below 1."""
+    if isinstance(n, bool) or not isinstance(n, (int, torch.SymInt)):
+        raise TypeError(f"{name} must be a positive integer; got {n!r}")
+    if n < 1:
         raise ValueError(f"{name} must be a positive integer; got {n!r}")
     return n
 
 
-def check_module_dtype(name: str, x: Tensor, weight: Tensor) -> None:
-    """An input must have its module's dtype (PyTorch would raise inside ``F.linear``)."""
+def check_real(name: str, x, what: str, ok) -> float:
+    """``x`` is a finite real number for which ``ok(x)`` holds; ``what`` says which, e.g.
+    ``"a number > 1"``. TypeError if ``x`` is not a real number, ValueError otherwise."""
+    if not _is_real(x):
+        raise TypeError(f"{name} must be {what}; got {x!r}")
+    if not ok(x):
+        raise ValueError(f"{name} must be {what}; got {x!r}")
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be finite; got {x!r}")
+    return float(x)
+
+
+def check_dim(name: str, dim, ndim: int) -> int:
+    """``dim`` indexes one of the ``ndim`` dimensions of ``name`` (negative counts from the end);
+    returned as the non-negative index."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"dim must be an int; got {type(dim).__name__} {dim!r}")
+    if not -ndim <= dim < ndim:
+        raise ValueError(
+            f"dim must be in [{-ndim}, {ndim - 1}] for the {ndim}-D {name}; got {dim}"
+            if ndim
+            else f"dim must index a dimension of {name}, which is 0-D; got {dim}"
+        )
+    return dim % ndim
+
+
+def check_floating_dtype(name: str, dtype) -> torch.dtype:
+    """``dtype`` is a floating-point ``torch.dtype``."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating-point torch.dtype; got {dtype!r}")
+    return dtype
+
+
+def check_module_input(name: str, x: Tensor, weight: Tensor) -> None:
+    """An input must have its module's dtype and be on its module's device (PyTorch would raise
+    inside ``F.linear``, or, for a module on the ``meta`` device, return memory that holds
+    nothing)."""
     if x.dtype != weight.dtype:
         raise TypeError(
             f"{name} has dtype {x.dtype} but the module's weights are {weight.dtype}; convert "
             f"the input (x.to({weight.dtype})) or the module (module.to({x.dtype}))"
+        )
+    if x.device != weight.device:
+        hint = (
+            " (a module on the meta device has no values: give it weights with "
+            "module.to_empty(device=...) and initialise or load them)"
+            if weight.device.type == "meta"
+            else ""
+        )
+        raise ValueError(
+            f"{name} is on {x.device} but the module's weights are on {weight.device}; move "
+            f"the input (x.to({str(weight.device)!r})) or the module{hint}"
         )
 
 
@@ -140,9 +210,9 @@ def check_scale(scale) -> float | None:
     return float(scale)
 
 
-def check_mask(mask, target: tuple[int, ...], allowed: str) -> Tensor:
-    """Check that ``mask`` is boolean or floating point and broadcasts to ``target`` (the
-    scores' shape).
+def check_mask(mask, target: tuple[int, ...], allowed: str, device=None) -> Tensor:
+    """Check that ``mask`` is boolean or floating point, broadcasts to ``target`` (the
+    scores' shape) and, if ``device`` is given, lies on it (the query's device).
 
     ``allowed`` spells the accepted shapes for the message, e.g. ``"(L, S) or (N, L, S)"``.
     """
@@ -165,6 +235,8 @@ def check_mask(mask, target: tuple[int, ...], allowed: str) -> Tensor:
             f"mask must have shape {allowed} = {shape_str(target)} "
             f"(broadcastable); got {shape_str(mask.shape)}"
         )
+    if device is not None and mask.device != device:
+        raise ValueError(f"mask must be on the device of query, {device}; got {mask.device}")
     return mask
 
 
@@ -185,12 +257,26 @@ def weighted_sum(weights: Tensor, value: Tensor) -> Tensor:
     """``weights @ value``, except that a value row with zero weight never touches the output:
     a blocked key whose value holds ``inf`` or NaN would otherwise give ``0 * inf = NaN``.
 
-    The exact (memory-hungry) path runs only when ``value`` is not all finite."""
-    out = weights @ value  # (..., L, d_v)
-    if value.numel() and not torch.isfinite(value).all():
-        terms = weights.unsqueeze(-1) * value.unsqueeze(-3)  # (..., L, S, d_v)
-        out = torch.where((weights != 0).unsqueeze(-1), terms, 0.0).sum(dim=-2)  # (..., L, d_v)
-    return out
+    In eager mode the exact path runs only when ``value`` is not all finite (a test of the
+    values); under ``torch.compile`` it always runs, so that nothing branches on them."""
+    if torch.compiler.is_compiling() or (value.numel() and not torch.isfinite(value).all()):
+        return _exact_weighted_sum(weights, value)
+    return weights @ value  # (..., L, d_v)
+
+
+def _exact_weighted_sum(weights: Tensor, value: Tensor) -> Tensor:
+    """``weights @ value`` with the non-finite values of ``value`` counted only where their
+    weight is not 0 (weights are >= 0, as a softmax's): the finite part by one product, then
+    ``+inf``, ``-inf`` or NaN wherever a weighted non-finite value reaches an output, as IEEE
+    addition gives them (``inf + -inf`` and NaN give NaN)."""
+    finite = torch.isfinite(value)
+    out = weights @ torch.where(finite, value, 0.0)  # (..., L, d_v)
+    used = (weights != 0).to(value.dtype)  # (..., L, S)
+    pos = (used @ (value == math.inf).to(value.dtype)) > 0  # (..., L, d_v)
+    neg = (used @ (value == -math.inf).to(value.dtype)) > 0
+    nan = ((used @ value.isnan().to(value.dtype)) > 0) | (pos & neg)
+    out = torch.where(pos, math.inf, torch.where(neg, -math.inf, out))
+    return torch.where(nan, math.nan, out)
 
 
 def attends_somewhere(mask: Tensor) -> Tensor:

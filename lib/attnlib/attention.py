@@ -23,9 +23,11 @@ from torch import Tensor, nn
 from attnlib._checks import (
     apply_mask,
     attends_somewhere,
+    check_batch_broadcast,
+    check_dim,
     check_dropout,
     check_mask,
-    check_module_dtype,
+    check_module_input,
     check_positive_int,
     check_qk,
     check_scale,
@@ -68,7 +70,8 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
         ``x``: ``(*)``; output: ``(*)``.
 
     Raises:
-        TypeError: if ``x`` is not a floating-point tensor.
+        TypeError: if ``x`` is not a floating-point tensor or ``dim`` not an ``int``.
+        ValueError: if ``dim`` is not a dimension of ``x``.
 
     Example:
         >>> softmax(torch.tensor([1000.0, 1000.0]))
@@ -79,6 +82,13 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     if not isinstance(x, Tensor) or not x.is_floating_point():
         got = x.dtype if isinstance(x, Tensor) else type(x).__name__
         raise TypeError(f"x must be a floating-point torch.Tensor; got {got}")
+    return _softmax(x, check_dim("x", dim, max(x.dim(), 1)))  # 0-D: as torch, dim 0 or -1
+
+
+def _softmax(x: Tensor, dim: int) -> Tensor:
+    """The kernel of :func:`softmax`, without the checks."""
+    if x.dim() == 0:  # a 0-D tensor is its own (one-element) slice, as in torch.softmax
+        return torch.where(x == -math.inf, 0.0, torch.ones_like(x))
     if x.shape[dim] == 0:  # nothing to normalise over (no keys): an empty result
         return x.clone()
     m = x.amax(dim=dim, keepdim=True)
@@ -88,7 +98,7 @@ def softmax(x: Tensor, dim: int = -1) -> Tensor:
     return e / torch.where(total == 0, torch.ones_like(total), total)
 
 
-def causal_mask(L: int, S: int | None = None, device=None) -> Tensor:
+def causal_mask(L: int, S: int | None = None, *, device=None) -> Tensor:
     """Boolean causal mask: query ``i`` may attend to keys ``j <= i`` (``True`` = may attend).
 
     .. math::
@@ -110,7 +120,8 @@ def causal_mask(L: int, S: int | None = None, device=None) -> Tensor:
         output: ``(L, S)``, broadcastable against scores ``(..., L, S)``.
 
     Raises:
-        ValueError: if ``L`` or ``S`` is not a positive integer.
+        TypeError: if ``L`` or ``S`` is not an ``int``.
+        ValueError: if ``L`` or ``S`` is below 1.
 
     Example:
         >>> causal_mask(3)
@@ -125,7 +136,12 @@ def causal_mask(L: int, S: int | None = None, device=None) -> Tensor:
 
 
 def attention_weights(
-    query: Tensor, key: Tensor, mask: Tensor | None = None, scale: float | None = None
+    query: Tensor,
+    key: Tensor,
+    *,
+    mask: Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
 ) -> Tensor:
     """Attention weights: the softmax of the scaled dot products of queries and keys.
 
@@ -142,6 +158,8 @@ def attention_weights(
         key: ``K``, one row per key; same last dimension ``d_k`` as ``query``.
         mask: optional, broadcastable to ``(..., L, S)``: boolean, ``True`` = may attend, or
             floating point, added to the scaled scores (``-inf`` = blocked).
+        is_causal: mask keys ``j > i`` (:func:`causal_mask`), as
+            ``F.scaled_dot_product_attention(..., is_causal=True)``; not with ``mask``.
         scale: factor applied to ``Q K^T``; defaults to ``1 / sqrt(d_k)``.
 
     Returns:
@@ -152,10 +170,13 @@ def attention_weights(
         shape broadcastable to ``(..., L, S)``; output: ``(..., L, S)``.
 
     Raises:
-        TypeError: if ``query`` or ``key`` is not a float tensor, or ``mask`` is neither boolean nor
-            floating point (an integer mask is ambiguous: convert it).
+        TypeError: if ``query`` or ``key`` is not a float tensor, they differ in dtype, ``mask``
+            is neither boolean nor floating point (an integer mask is ambiguous: convert it),
+            ``is_causal`` is not a ``bool`` or ``scale`` not a real number.
         ValueError: if ``query`` or ``key`` has fewer than 2 dimensions, their last dimensions
-            ``d_k`` differ, or ``mask`` does not broadcast.
+            ``d_k`` differ, their batch dimensions do not broadcast, they or ``mask`` lie on
+            different devices, ``mask`` does not broadcast, or both ``mask`` and ``is_causal``
+            are given.
 
     Example:
         >>> X = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.5, 1.0, 1.0], [0.0, 1.0, 1.0, 1.0]])
@@ -166,23 +187,48 @@ def attention_weights(
     """
     check_qk(query, key)
     scale = check_scale(scale)
+    mask = _entry_mask(query, key, mask, is_causal)
+    return _attention_weights(query, key, mask, scale)
+
+
+def _entry_mask(query: Tensor, key: Tensor, mask, is_causal) -> Tensor | None:
+    """The checked mask of a public function: ``mask``, or the causal mask for ``is_causal``."""
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"is_causal must be a bool; got {type(is_causal).__name__}")
+    L, S = query.shape[-2], key.shape[-2]
+    if is_causal:
+        if mask is not None:
+            raise ValueError(
+                "mask and is_causal must not both be given (as F.scaled_dot_product_attention); "
+                "combine them into one mask, e.g. mask & causal_mask(L, S)"
+            )
+        return torch.ones(L, S, dtype=torch.bool, device=query.device).tril()  # (L, S)
+    if mask is None:
+        return None
+    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2])
+    return check_mask(mask, (*batch, L, S), "(..., L, S)", device=query.device)
+
+
+def _attention_weights(query: Tensor, key: Tensor, mask: Tensor | None, scale) -> Tensor:
+    """The kernel of :func:`attention_weights`: arguments already checked."""
     if scale is None:
         scale = query.shape[-1] ** -0.5
     # Scale before the product: Q K^T can overflow float16 (65504) where (Q s) K^T does not.
     scores = (query * scale) @ key.transpose(-2, -1)  # (..., L, S)
     if mask is None:
         return torch.softmax(scores, dim=-1)
-    check_mask(mask, tuple(scores.shape), "(..., L, S)")
-    return softmax(apply_mask(scores, mask), dim=-1)  # blocked scores are -inf
+    return _softmax(apply_mask(scores, mask), dim=-1)  # blocked scores are -inf
 
 
 def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
     value: Tensor,
+    *,
     mask: Tensor | None = None,
-    scale: float | None = None,
     dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Scaled dot-product attention (Vaswani et al., 2017), returning output and weights.
 
@@ -192,13 +238,15 @@ def scaled_dot_product_attention(
         \\left(\\frac{Q K^\\top}{\\sqrt{d_k}}\\right) V
 
     Equal to ``F.scaled_dot_product_attention(query, key, value, attn_mask=mask,
-    scale=scale)``, which does not return the weights. A query with nothing to attend to
-    (every key masked, or ``S = 0``) gives zeros, and a masked key never touches the output,
-    even if its value holds ``inf`` or NaN.
+    dropout_p=dropout_p, is_causal=is_causal, scale=scale)`` (the same keyword arguments,
+    ``mask`` for ``attn_mask``), which does not return the weights. A query with nothing to
+    attend to (every key masked, or ``S = 0``) gives zeros, and a masked key never touches the
+    output, even if its value holds ``inf`` or NaN.
 
     Args:
         query: ``Q``; key: ``K``; value: ``V`` (one row per key).
         mask: optional; boolean (``True`` = may attend) or float (added to the scores).
+        is_causal: mask keys ``j > i``, as :func:`attention_weights`; not with ``mask``.
         scale: defaults to ``1 / sqrt(d_k)``.
         dropout_p: probability of zeroing each weight after the softmax (the others are
             scaled by ``1 / (1 - p)``), as ``F.scaled_dot_product_attention``: applied whenever
@@ -217,8 +265,8 @@ def scaled_dot_product_attention(
         TypeError: as :func:`attention_weights` (for ``query``, ``key`` and ``mask``), or if
             ``value`` has another dtype.
         ValueError: as :func:`attention_weights` (for ``query``, ``key`` and ``mask``), or if
-            ``value`` has not one row per key, its batch dimensions do not broadcast, or
-            ``dropout_p`` is not in ``[0, 1)``.
+            ``value`` has not one row per key, its batch dimensions do not broadcast, it lies on
+            another device, or ``dropout_p`` is not in ``[0, 1)``.
 
     Example:
         >>> X = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.5, 1.0, 1.0], [0.0, 1.0, 1.0, 1.0]])
@@ -229,7 +277,16 @@ def scaled_dot_product_attention(
     check_qk(query, key)
     check_value(query, key, value)
     dropout_p = check_dropout("dropout_p", dropout_p)
-    weights = attention_weights(query, key, mask=mask, scale=scale)  # (..., L, S)
+    scale = check_scale(scale)
+    mask = _entry_mask(query, key, mask, is_causal)
+    return _attention(query, key, value, mask, scale, dropout_p)
+
+
+def _attention(
+    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, scale, dropout_p: float
+) -> tuple[Tensor, Tensor]:
+    """The kernel of :func:`scaled_dot_product_attention`: arguments already checked."""
+    weights = _attention_weights(query, key, mask, scale)  # (..., L, S)
     if dropout_p > 0:
         weights = F.dropout(weights, p=dropout_p)
     output = weights @ value if mask is None else weighted_sum(weights, value)  # (..., L, d_v)
@@ -250,8 +307,8 @@ class SelfAttention(nn.Module):
     with ``X_k = X_v = X_q`` (self-attention) unless ``key``/``value`` are given
     (cross-attention). There is no output projection: this is one head of multi-head attention
     (the heads of :class:`attnlib.NaiveMultiHeadAttention` are instances of it). Called as
-    ``head(query, key=None, value=None, mask=None, need_weights=True)``, the signature of
-    :class:`attnlib.MultiHeadAttention`.
+    ``head(query, key=None, value=None, *, mask=None, need_weights=True)``, the signature of
+    :class:`attnlib.MultiHeadAttention`. Everything after ``embed_dim`` is keyword-only.
 
     Args:
         embed_dim: ``E``, the size of an input (query) vector.
@@ -276,14 +333,17 @@ class SelfAttention(nn.Module):
 
     Raises:
         ValueError: if a dimension (``embed_dim``, or ``head_dim``, ``kdim`` or ``vdim`` when given)
-            is not a positive integer, ``dropout`` is not in ``[0, 1)``, the rank or last dimension
-            of ``query``, ``key`` or ``value`` is wrong, or ``mask`` does not broadcast.
-        TypeError: if the dtype of ``query``, ``key`` or ``value`` differs from the module's
-            (convert one of them with ``.to``), or ``mask`` is neither boolean nor floating point.
+            is below 1, ``dropout`` is not in ``[0, 1)``, the rank or last dimension of ``query``,
+            ``key`` or ``value`` is wrong, their batch dimensions do not broadcast, ``value`` has
+            not one row per key, an input or ``mask`` is not on the module's device, or ``mask``
+            does not broadcast.
+        TypeError: if a dimension is not an ``int``, ``dropout`` not a number, the dtype of
+            ``query``, ``key`` or ``value`` differs from the module's (convert one of them with
+            ``.to``), or ``mask`` is neither boolean nor floating point.
 
     Example:
         >>> _ = torch.manual_seed(0)
-        >>> head = SelfAttention(50, 10)
+        >>> head = SelfAttention(50, head_dim=10)
         >>> x = torch.randn(11, 50)
         >>> output, weights = head(x)
         >>> output.shape, weights.shape
@@ -296,6 +356,7 @@ class SelfAttention(nn.Module):
     def __init__(
         self,
         embed_dim: int,
+        *,
         head_dim: int | None = None,
         bias: bool = False,
         kdim: int | None = None,
@@ -325,6 +386,7 @@ class SelfAttention(nn.Module):
         query: Tensor,
         key: Tensor | None = None,
         value: Tensor | None = None,
+        *,
         mask: Tensor | None = None,
         need_weights: bool = True,
     ) -> tuple[Tensor, Tensor | None]:
@@ -337,9 +399,12 @@ class SelfAttention(nn.Module):
         key = query if key is None else key
         value = key if value is None else value
         widths = {"query": self.embed_dim, "key": self.kdim, "value": self.vdim}
+        checked = {}  # a tensor passed twice (self-attention) has its type checked once
         for name, t in (("query", query), ("key", key), ("value", value)):
-            check_tensor(name, t, (2, 3))
-            check_module_dtype(name, t, self.q_proj.weight)
+            if not any(t is u for u in checked.values()):
+                checked[name] = t
+                check_tensor(name, t, (2, 3))
+                check_module_input(name, t, self.q_proj.weight)
             if t.shape[-1] != widths[name]:
                 length, width = ("L", "E") if name == "query" else ("S", name[0] + "dim")
                 size = f"{width}={widths[name]}"
@@ -347,11 +412,26 @@ class SelfAttention(nn.Module):
                     f"{name} must have shape (N, {length}, {size}) or ({length}, {size}); "
                     f"got {shape_str(t.shape)}"
                 )
+        if value.shape[-2] != key.shape[-2]:
+            raise ValueError(
+                f"value must have one row per key, S={key.shape[-2]}; got value "
+                f"{shape_str(value.shape)} and key {shape_str(key.shape)}"
+            )
+        if len(checked) > 1:
+            check_batch_broadcast(**checked)
+        if mask is not None:
+            batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+            target = (*batch, query.shape[-2], key.shape[-2])
+            check_mask(mask, target, "(L, S) or (N, L, S)", device=query.device)
+        return self._forward(query, key, value, mask, need_weights)
+
+    def _forward(self, query, key, value, mask, need_weights):
+        """The head without the checks (:class:`attnlib.NaiveMultiHeadAttention` calls it)."""
         q = self.q_proj(query)  # (..., L, D)
         k = self.k_proj(key)  # (..., S, D)
         v = self.v_proj(value)  # (..., S, D)
         dropout_p = self.dropout if self.training else 0.0
-        return attend(q, k, v, mask, dropout_p, need_weights)
+        return _attend(q, k, v, mask, dropout_p, need_weights)
 
     def extra_repr(self) -> str:
         extra = repr_options(
@@ -362,7 +442,7 @@ class SelfAttention(nn.Module):
         return f"embed_dim={self.embed_dim}, head_dim={self.head_dim}, bias={self.bias}{extra}"
 
 
-def attend(
+def _attend(
     q: Tensor,
     k: Tensor,
     v: Tensor,
@@ -371,23 +451,25 @@ def attend(
     need_weights: bool,
     enable_gqa: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
-    """The attention of projected heads, for the modules' ``forward``: ``(output, weights)``
-    through :func:`scaled_dot_product_attention`, or ``(output, None)`` through
+    """The attention of projected heads, for the modules' ``forward`` (inputs and ``mask``
+    checked there): ``(output, weights)`` through the kernel of
+    :func:`scaled_dot_product_attention`, or ``(output, None)`` through
     ``F.scaled_dot_product_attention`` when the weights are not needed. ``enable_gqa``:
     ``k`` and ``v`` hold ``G`` heads shared by the ``H`` heads of ``q`` (``G`` divides ``H``).
     """
     # F.sdpa lets a blocked key's inf or NaN value reach the output (0 * inf): such a value
-    # takes the exact path, whose weighted_sum leaves it out
-    fast = not need_weights and (mask is None or bool(torch.isfinite(v).all()))
+    # takes the exact path, whose weighted_sum leaves it out. Testing the values is a branch
+    # on data, which torch.compile cannot trace: there a masked call always takes that path.
+    fast = not need_weights and (
+        mask is None or (not torch.compiler.is_compiling() and bool(torch.isfinite(v).all()))
+    )
     if not fast:
         if enable_gqa:  # query head h reads key/value head h // (H / G)
             k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)  # (..., H, S, D)
             v = v.repeat_interleave(q.shape[-3] // v.shape[-3], dim=-3)  # (..., H, S, D)
-        output, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=dropout_p)
+        output, weights = _attention(q, k, v, mask, None, dropout_p)
         return output, (weights if need_weights else None)
     if mask is not None:
-        batch = q.shape[:-2] if enable_gqa else torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-        check_mask(mask, (*batch, q.shape[-2], k.shape[-2]), "(..., L, S)")
         if mask.dtype != torch.bool:
             mask = mask.to(q.dtype)  # F.sdpa wants a float mask of the query's dtype
     output = F.scaled_dot_product_attention(

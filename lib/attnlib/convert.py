@@ -59,7 +59,15 @@ def _check_module(m, cls, target: str | None = None) -> None:
 
 def _like(cls, m):
     """A new ``cls`` with the sizes, dropout, dtype, device and mode of the module ``m``."""
-    new = cls(m.embed_dim, m.num_heads, m.bias, m.kdim, m.vdim, m.head_dim, m.dropout)
+    new = cls(
+        m.embed_dim,
+        m.num_heads,
+        bias=m.bias,
+        kdim=m.kdim,
+        vdim=m.vdim,
+        head_dim=m.head_dim,
+        dropout=m.dropout,
+    )
     new.to(device=m.out_proj.weight.device, dtype=m.out_proj.weight.dtype)
     return new.train(m.training)
 
@@ -80,7 +88,7 @@ def from_torch(mha: nn.MultiheadAttention) -> MultiHeadAttention:
         mha: ``torch.nn.MultiheadAttention`` without ``add_bias_kv`` and ``add_zero_attn``.
 
     Returns:
-        ``MultiHeadAttention(E, H, bias, kdim, vdim, dropout=mha.dropout)``.
+        ``MultiHeadAttention(E, H, bias=..., kdim=..., vdim=..., dropout=mha.dropout)``.
 
     Raises:
         TypeError: if ``mha`` is not an ``nn.MultiheadAttention``.
@@ -438,8 +446,8 @@ def from_keras(layer) -> MultiHeadAttention:
             ``vdim``).
 
     Returns:
-        ``MultiHeadAttention(E, num_heads, bias, kdim, vdim, head_dim=key_dim, dropout)``,
-        with the layer's dtype.
+        ``MultiHeadAttention(E, num_heads, bias=..., kdim=..., vdim=..., head_dim=key_dim,
+        dropout=...)``, with the layer's dtype.
 
     Raises:
         TypeError: if ``layer`` is not a Keras ``MultiHeadAttention``.

@@ -21,7 +21,7 @@ from attnlib._checks import check_positive_int, shape_str
 __all__ = ["KVCache", "sliding_window_mask"]
 
 
-def sliding_window_mask(L: int, window: int, S: int | None = None, device=None) -> Tensor:
+def sliding_window_mask(L: int, window: int, S: int | None = None, *, device=None) -> Tensor:
     """Boolean sliding-window causal mask: query ``i`` may attend to keys ``i - w < j <= i``.
 
     .. math::
@@ -44,7 +44,8 @@ def sliding_window_mask(L: int, window: int, S: int | None = None, device=None) 
         output: ``(L, S)``.
 
     Raises:
-        ValueError: if ``L``, ``S`` or ``window`` is not a positive integer.
+        TypeError: if ``L``, ``S`` or ``window`` is not an ``int``.
+        ValueError: if ``L``, ``S`` or ``window`` is below 1.
 
     Example:
         >>> sliding_window_mask(4, 2)
@@ -93,9 +94,11 @@ class KVCache:
         L_new,)``.
 
     Raises:
-        ValueError: if ``window`` is not a positive integer, or a step's ``key`` or ``value``
-            (``update(key, value)``) does not match the shape ``(N, G, ., D)``, dtype or device of
-            the cache.
+        TypeError: if ``window`` is not an ``int``, a step's ``key`` or ``value`` is not a tensor
+            or has another dtype than the cache.
+        ValueError: if ``window`` is below 1, or a step's ``key`` or ``value``
+            (``update(key, value)``) does not match the shape ``(N, G, ., D)`` or device of the
+            cache.
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -109,7 +112,7 @@ class KVCache:
         (True, 5, (1, 1, 5, 4))
     """
 
-    def __init__(self, window: int | None = None):
+    def __init__(self, *, window: int | None = None):
         self.window = None if window is None else check_positive_int("window", window)
         self.key: Tensor | None = None
         self.value: Tensor | None = None
@@ -123,9 +126,14 @@ class KVCache:
         return self.key.numel() * self.key.element_size() * 2
 
     def _check(self, name: str, new: Tensor) -> None:
-        if not isinstance(new, Tensor) or new.dim() != 4:
-            got = shape_str(new.shape) if isinstance(new, Tensor) else type(new).__name__
-            raise ValueError(f"{name} must be a 4-D tensor (N, G, L_new, D); got {got}")
+        if not isinstance(new, Tensor):
+            raise TypeError(
+                f"{name} must be a 4-D tensor (N, G, L_new, D); got {type(new).__name__}"
+            )
+        if new.dim() != 4:
+            raise ValueError(
+                f"{name} must be a 4-D tensor (N, G, L_new, D); got {shape_str(new.shape)}"
+            )
         kept = self.key if name == "key" else self.value
         if kept is None:
             return
@@ -137,7 +145,7 @@ class KVCache:
                 "new KVCache() for another)"
             )
         if new.dtype != kept.dtype or new.device != kept.device:
-            raise ValueError(
+            raise (TypeError if new.dtype != kept.dtype else ValueError)(
                 f"{name} must have the cache's dtype {kept.dtype} on {kept.device}; got "
                 f"{new.dtype} on {new.device}"
             )

@@ -22,14 +22,15 @@ from torch import Tensor, nn
 from attnlib._checks import (
     check_dropout,
     check_mask,
-    check_module_dtype,
+    check_module_input,
     check_positive_int,
     check_tensor,
     repr_options,
     shape_str,
 )
-from attnlib.attention import SelfAttention, attend
-from attnlib.positions import alibi_slopes, rotary_embedding
+from attnlib.attention import SelfAttention, _attend
+from attnlib.decoding import KVCache
+from attnlib.positions import _rotary, alibi_slopes
 
 POSITIONS = (None, "rope", "alibi")  # what MultiHeadAttention(positions=...) accepts
 
@@ -50,8 +51,27 @@ def _check_dims(embed_dim: int, num_heads: int, head_dim: int | None) -> int:
     return embed_dim // num_heads
 
 
+def _check_cache(cache, key, value, mask, module=None) -> None:
+    """``cache`` is ``None``, or a :class:`KVCache` for a causal self-attention."""
+    if cache is None:
+        return
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be an attnlib.decoding.KVCache; got {type(cache).__name__}")
+    if key is not None or value is not None or mask is not None:
+        raise ValueError(
+            "cache must not be combined with key, value or mask: with a cache, query holds "
+            "the new tokens of a causal self-attention and the cache applies the mask"
+        )
+    if module is not None and (module.kdim, module.vdim) != (module.embed_dim,) * 2:
+        raise ValueError(
+            f"cache needs a self-attention layer, kdim = vdim = embed_dim; got kdim="
+            f"{module.kdim}, vdim={module.vdim}, embed_dim={module.embed_dim}"
+        )
+
+
 def _prepare(module, query, key, value, mask):
-    """Check the inputs of a multi-head forward and give them a batch dimension.
+    """Check the inputs of a multi-head forward (once: a tensor passed as query and key is
+    checked once) and give them a batch dimension.
 
     Returns ``(query, key, value, mask, batched)`` with ``query (N, L, E)``, ``key``
     ``(N, S, kdim)``, ``value (N, S, vdim)`` and ``mask`` ``None`` or 4-D, broadcastable to
@@ -66,9 +86,13 @@ def _prepare(module, query, key, value, mask):
         "key": ("S", "E" if module.kdim == module.embed_dim else "kdim", module.kdim),
         "value": ("S", "E" if module.vdim == module.embed_dim else "vdim", module.vdim),
     }
+    checked = []  # a tensor passed twice (self-attention) has its type checked once
     for name, t in (("query", query), ("key", key), ("value", value)):
-        check_tensor(name, t, (query.dim(),))
-        check_module_dtype(name, t, module.out_proj.weight)
+        if not any(t is u for u in checked):
+            checked.append(t)
+            if t is not query:
+                check_tensor(name, t, (query.dim(),))
+            check_module_input(name, t, module.out_proj.weight)
         length, letter, width = widths[name]
         n = f"N={query.shape[0]}, " if batched else ""
         if t.shape[-1] != width or (batched and t.shape[0] != query.shape[0]):
@@ -85,20 +109,17 @@ def _prepare(module, query, key, value, mask):
     N, L, S = query.shape[0], query.shape[1], key.shape[1]
     H = module.num_heads
     if mask is not None:
+        device = query.device
         if batched:
             allowed = "(L, S), (N, L, S) or (N, H, L, S)"
             if isinstance(mask, Tensor) and mask.dim() == 3:  # (N, L, S): check before
-                check_mask(mask, (N, L, S), allowed)  # aligning it with (N, H, L, S)
+                check_mask(mask, (N, L, S), allowed, device)  # aligning it with (N, H, L, S)
                 mask = mask.unsqueeze(1)  # (N, 1, L, S): the same mask for every head
             else:
-                check_mask(mask, (N, H, L, S), allowed)
+                check_mask(mask, (N, H, L, S), allowed, device)
         else:
-            check_mask(mask, (H, L, S), "(L, S) or (H, L, S)")
+            check_mask(mask, (H, L, S), "(L, S) or (H, L, S)", device)
         mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # 4-D, for F.sdpa
-        if mask.device != query.device:
-            raise ValueError(
-                f"mask must be on the device of query, {query.device}; got {mask.device}"
-            )
     return query, key, value, mask, batched
 
 
@@ -130,6 +151,9 @@ class MultiHeadAttention(nn.Module):
     ``torch.nn.MultiheadAttention(E, H, bias=bias, batch_first=True)`` given the same weights
     (see :func:`attnlib.convert.from_torch`), but returns per-head weights and uses boolean
     masks with ``True`` = may attend (a float mask is added to the scores, as PyTorch's).
+
+    Everything after ``num_heads`` is keyword-only, and so is everything after ``value`` in
+    ``forward(query, key=None, value=None, *, mask=None, need_weights=True, cache=None)``.
 
     Args:
         embed_dim: ``E``, the size of a query vector and of an output vector.
@@ -174,13 +198,19 @@ class MultiHeadAttention(nn.Module):
 
     Raises:
         ValueError: if ``embed_dim`` (``E``) is not divisible by ``num_heads`` (``H``) and no
-            ``head_dim`` is given, ``num_kv_heads`` (``G``) does not divide ``H``, a size is not a
-            positive integer, ``dropout`` is not in ``[0, 1)``, ``query``, ``key`` or ``value`` has
-            the wrong rank or size, ``mask`` has the wrong shape, ``cache`` is combined with
+            ``head_dim`` is given, ``num_kv_heads`` (``G``) does not divide ``H``, a size is below
+            1, ``dropout`` is not in ``[0, 1)``, ``query``, ``key`` or ``value`` has the wrong rank
+            or size, an input or ``mask`` is not on the module's device (a module on the ``meta``
+            device has no values), ``mask`` has the wrong shape, ``cache`` is combined with
             ``key``, ``value`` or ``mask``, or ``positions`` is not one of ``None``, ``"rope"``,
             ``"alibi"`` (``"rope"`` with an odd ``D``).
-        TypeError: if ``query``, ``key`` or ``value`` is not a float tensor or its dtype is not the
-            module's, or ``mask`` is neither boolean nor floating point.
+        TypeError: if a size is not an ``int``, ``dropout`` not a number, ``query``, ``key`` or
+            ``value`` is not a float tensor or its dtype is not the module's, ``mask`` is neither
+            boolean nor floating point, or ``cache`` is not a
+            :class:`attnlib.decoding.KVCache`.
+
+    An empty batch (``N = 0``) or sequence (``L = 0``, or ``S = 0``: zeros) gives an empty
+    result of the shapes above.
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -194,6 +224,7 @@ class MultiHeadAttention(nn.Module):
         self,
         embed_dim: int,
         num_heads: int,
+        *,
         bias: bool = False,
         kdim: int | None = None,
         vdim: int | None = None,
@@ -236,9 +267,10 @@ class MultiHeadAttention(nn.Module):
         query: Tensor,
         key: Tensor | None = None,
         value: Tensor | None = None,
+        *,
         mask: Tensor | None = None,
         need_weights: bool = True,
-        cache=None,
+        cache: KVCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key``/``value``; returns ``(output, weights)``.
 
@@ -248,12 +280,17 @@ class MultiHeadAttention(nn.Module):
         causal self-attention; their keys and values are appended to the cache, and they
         attend to every position the cache keeps.
         """
-        if cache is not None and (key is not None or value is not None or mask is not None):
-            raise ValueError(
-                "cache must not be combined with key, value or mask: with a cache, query holds "
-                "the new tokens of a causal self-attention and the cache applies the mask"
-            )
+        _check_cache(cache, key, value, mask, self)
         query, key, value, mask, batched = _prepare(self, query, key, value, mask)
+        output, weights = self._forward(query, key, value, mask, need_weights, cache)
+        if not batched:
+            output = output.squeeze(0)  # (L, E)
+            weights = None if weights is None else weights.squeeze(0)  # (H, L, S)
+        return output, weights
+
+    def _forward(self, query, key, value, mask, need_weights, cache):
+        """The layer without the checks, on checked inputs with a batch dimension: ``query``
+        ``(N, L, E)``, ``key``/``value`` ``(N, S, .)``, ``mask`` ``None`` or 4-D."""
         N, L, _ = query.shape
         G = self.num_kv_heads
         q = self._split_heads(self.q_proj(query), self.num_heads)  # (N, H, L, D)
@@ -273,18 +310,15 @@ class MultiHeadAttention(nn.Module):
         if self.positions == "alibi":
             mask = self._alibi(q_pos, k_pos, mask)  # (N or 1, H, L, S), float
         dropout_p = self.dropout if self.training else 0.0
-        heads, weights = attend(
+        heads, weights = _attend(
             q, k, v, mask, dropout_p, need_weights, enable_gqa=G != self.num_heads
         )  # (N, H, L, D), (N, H, L, S) or None
-        heads = heads.transpose(1, 2).reshape(N, L, -1)  # (N, L, H, D) -> (N, L, H*D)
-        output = self.out_proj(heads)  # (N, L, E)
-        if not batched:
-            output = output.squeeze(0)  # (L, E)
-            weights = None if weights is None else weights.squeeze(0)  # (H, L, S)
-        return output, weights
+        inner = self.num_heads * self.head_dim  # (not -1: an empty batch has no size to infer)
+        heads = heads.transpose(1, 2).reshape(N, L, inner)  # (N, L, H, D) -> (N, L, H*D)
+        return self.out_proj(heads), weights  # (N, L, E), (N, H, L, S) or None
 
     def _rotate(self, x: Tensor, positions: Tensor) -> Tensor:
-        return rotary_embedding(x, positions, self.rope_base)  # (N, heads, T, D)
+        return _rotary(x, positions, self.rope_base)  # (N, heads, T, D)
 
     def _alibi(self, q_pos: Tensor, k_pos: Tensor, mask: Tensor | None) -> Tensor:
         """ALiBi's bias ``-m_h |i - j|`` for queries at ``q_pos`` and keys at ``k_pos``, with
@@ -317,17 +351,19 @@ class NaiveMultiHeadAttention(nn.Module):
 
     Args:
         embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout: as
-            :class:`MultiHeadAttention`.
+            :class:`MultiHeadAttention` (everything after ``num_heads`` keyword-only).
 
     Attributes:
-        heads: ``nn.ModuleList`` of ``H`` ``SelfAttention(E, D, bias, kdim, vdim, dropout)``.
+        heads: ``nn.ModuleList`` of ``H`` ``SelfAttention(E, head_dim=D, bias=bias, kdim=kdim,
+            vdim=vdim, dropout=dropout)``.
         out_proj: ``nn.Linear(H*D, E)``.
 
     Shape:
         As :class:`MultiHeadAttention`: ``query`` ``(L, E)`` or ``(N, L, E)``; ``key``
         ``(S, kdim)``, ``value`` ``(S, vdim)``, or with a batch dimension ``N``; ``mask``
         (boolean or float) ``(L, S)``, ``(N, L, S)`` or ``(N, H, L, S)``; output ``(L, E)``
-        or ``(N, L, E)``; weights ``(H, L, S)`` or ``(N, H, L, S)``.
+        or ``(N, L, E)``; weights ``(H, L, S)`` or ``(N, H, L, S)``. With ``cache=`` (a
+        :class:`attnlib.decoding.KVCache`, ``G = H``), as :class:`MultiHeadAttention`.
 
     Raises:
         ValueError: as :class:`MultiHeadAttention`.
@@ -345,6 +381,7 @@ class NaiveMultiHeadAttention(nn.Module):
         self,
         embed_dim: int,
         num_heads: int,
+        *,
         bias: bool = False,
         kdim: int | None = None,
         vdim: int | None = None,
@@ -354,7 +391,14 @@ class NaiveMultiHeadAttention(nn.Module):
         super().__init__()
         _init_sizes(self, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout)
         self.heads = nn.ModuleList(
-            SelfAttention(embed_dim, self.head_dim, bias, self.kdim, self.vdim, self.dropout)
+            SelfAttention(
+                embed_dim,
+                head_dim=self.head_dim,
+                bias=bias,
+                kdim=self.kdim,
+                vdim=self.vdim,
+                dropout=self.dropout,
+            )
             for _ in range(num_heads)
         )
         self.out_proj = nn.Linear(num_heads * self.head_dim, embed_dim, bias=bias)
@@ -364,24 +408,53 @@ class NaiveMultiHeadAttention(nn.Module):
         query: Tensor,
         key: Tensor | None = None,
         value: Tensor | None = None,
+        *,
         mask: Tensor | None = None,
         need_weights: bool = True,
+        cache: KVCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Run every head, concatenate, project; returns ``(output, weights)``.
 
         With ``need_weights=False`` every head goes through ``F.scaled_dot_product_attention``
-        and ``weights`` is ``None``, as in :meth:`MultiHeadAttention.forward`.
+        and ``weights`` is ``None``; ``cache=`` decodes step by step: both as in
+        :meth:`MultiHeadAttention.forward`. The heads' own checks are skipped (the inputs
+        were checked here, once).
         """
+        _check_cache(cache, key, value, mask, self)
         query, key, value, mask, batched = _prepare(self, query, key, value, mask)
+        if cache is not None:
+            return self._forward_cached(query, cache, need_weights, batched)
         if mask is not None:
             mask = mask.expand(query.shape[0], self.num_heads, query.shape[1], key.shape[1])
         outputs, weights = [], []
         for h, head in enumerate(self.heads):
             head_mask = None if mask is None else mask[:, h]  # (N, L, S)
-            out, w = head(query, key, value, mask=head_mask, need_weights=need_weights)
+            out, w = head._forward(query, key, value, head_mask, need_weights)
             outputs.append(out)  # (N, L, D)
             weights.append(w)  # (N, L, S) or None
         output = self.out_proj(torch.cat(outputs, dim=-1))  # (N, L, H*D) -> (N, L, E)
+        stacked = torch.stack(weights, dim=1) if need_weights else None  # (N, H, L, S)
+        if not batched:
+            output = output.squeeze(0)  # (L, E)
+            stacked = None if stacked is None else stacked.squeeze(0)  # (H, L, S)
+        return output, stacked
+
+    def _forward_cached(self, query, cache, need_weights, batched):
+        """One decoding step: every head's new keys and values go into one cache, as
+        ``(N, H, L_new, D)``, and each head attends to its own slice of it."""
+        L = query.shape[1]
+        k = torch.stack([head.k_proj(query) for head in self.heads], dim=1)  # (N, H, L, D)
+        v = torch.stack([head.v_proj(query) for head in self.heads], dim=1)  # (N, H, L, D)
+        k, v, k_pos = cache.update(k, v)  # (N, H, S_kept + L, D) each; (S,)
+        mask = cache.mask(k_pos, L)  # (L, S): causal (+ window)
+        dropout_p = self.dropout if self.training else 0.0
+        outputs, weights = [], []
+        for h, head in enumerate(self.heads):
+            q = head.q_proj(query)  # (N, L, D)
+            out, w = _attend(q, k[:, h], v[:, h], mask, dropout_p, need_weights)
+            outputs.append(out)  # (N, L, D)
+            weights.append(w)  # (N, L, S) or None
+        output = self.out_proj(torch.cat(outputs, dim=-1))  # (N, L, E)
         stacked = torch.stack(weights, dim=1) if need_weights else None  # (N, H, L, S)
         if not batched:
             output = output.squeeze(0)  # (L, E)

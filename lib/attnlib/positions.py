@@ -18,23 +18,19 @@ import math
 import torch
 from torch import Tensor
 
-from attnlib._checks import check_tensor, shape_str
+from attnlib._checks import (
+    check_floating_dtype,
+    check_positive_int,
+    check_real,
+    check_tensor,
+    shape_str,
+)
 
 __all__ = ["alibi_bias", "alibi_slopes", "rotary_embedding", "sinusoidal_encoding"]
 
 
-def _positive_int(name: str, n) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{name} must be a positive integer; got {n!r}")
-    return n
-
-
 def _check_base(base) -> float:
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
-        raise ValueError(f"base must be a number > 1; got {base!r}")
-    if math.isinf(base):
-        raise ValueError(f"base must be finite; got {base!r}")
-    return float(base)
+    return check_real("base", base, "a number > 1", lambda b: b > 1)
 
 
 def _inverse_frequencies(dim: int, base: float) -> Tensor:
@@ -43,7 +39,7 @@ def _inverse_frequencies(dim: int, base: float) -> Tensor:
 
 
 def sinusoidal_encoding(
-    length: int, dim: int, base: float = 10000.0, dtype=torch.float32, device=None
+    length: int, dim: int, *, base: float = 10000.0, dtype=torch.float32, device=None
 ) -> Tensor:
     """The sinusoidal position encoding of Vaswani et al. (2017), one row per position.
 
@@ -60,7 +56,8 @@ def sinusoidal_encoding(
         length: number of positions ``L``.
         dim: encoding size ``d`` (the model dimension ``E``); must be even.
         base: the wavelength scale; 10000 in the paper.
-        dtype, device: of the result.
+        dtype, device: of the result; ``dtype`` floating point (sines and cosines of an
+            integer type would be 0 or 1).
 
     Returns:
         The encoding, to be added to the ``(L, E)`` input embeddings.
@@ -69,8 +66,10 @@ def sinusoidal_encoding(
         output: ``(length, dim)``.
 
     Raises:
-        ValueError: if ``length`` or ``dim`` is not a positive integer, ``dim`` is odd, or ``base``
-            is not a finite number > 1.
+        TypeError: if ``length`` or ``dim`` is not an ``int``, ``base`` not a number, or ``dtype``
+            not a floating-point dtype.
+        ValueError: if ``length`` or ``dim`` is below 1, ``dim`` is odd, or ``base`` is not a
+            finite number > 1.
 
     Example:
         >>> pe = sinusoidal_encoding(3, 4)
@@ -79,18 +78,21 @@ def sinusoidal_encoding(
                 [ 0.8415,  0.5403,  0.0100,  0.9999],
                 [ 0.9093, -0.4161,  0.0200,  0.9998]])
     """
-    _positive_int("length", length)
-    _positive_int("dim", dim)
+    check_positive_int("length", length)
+    check_positive_int("dim", dim)
     if dim % 2:
         raise ValueError(f"dim must be even (sin and cos columns come in pairs); got {dim}")
     base = _check_base(base)
+    check_floating_dtype("dtype", dtype)
     p = torch.arange(length, dtype=torch.float64).unsqueeze(1)  # (L, 1)
     angles = p * _inverse_frequencies(dim, base)  # (L, d/2)
     pe = torch.stack((angles.sin(), angles.cos()), dim=-1)  # (L, d/2, 2)
     return pe.reshape(length, dim).to(dtype=dtype, device=device)  # (L, d): sin, cos, ...
 
 
-def rotary_embedding(x: Tensor, positions: Tensor | None = None, base: float = 10000.0) -> Tensor:
+def rotary_embedding(
+    x: Tensor, positions: Tensor | None = None, *, base: float = 10000.0
+) -> Tensor:
     """Rotary position embedding (RoPE, Su et al., 2021): rotate each pair of features.
 
     The consecutive pair ``(x[..., 2i], x[..., 2i+1])`` of the row at position ``p`` is
@@ -120,9 +122,10 @@ def rotary_embedding(x: Tensor, positions: Tensor | None = None, base: float = 1
         ``x``: ``(..., L, D)`` with ``D`` even; ``positions``: ``(L,)``; output: ``(..., L, D)``.
 
     Raises:
-        TypeError: if ``x`` is not a floating-point tensor or ``positions`` not a tensor.
+        TypeError: if ``x`` is not a floating-point tensor, ``positions`` not a tensor, or ``base``
+            not a number.
         ValueError: if ``x`` has fewer than 2 dimensions, ``D`` is odd, ``positions`` is not of
-            shape ``(L,)``, or ``base`` is not a finite number > 1.
+            shape ``(L,)`` or not on the device of ``x``, or ``base`` is not a finite number > 1.
 
     Example:
         >>> x = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
@@ -148,6 +151,16 @@ def rotary_embedding(x: Tensor, positions: Tensor | None = None, base: float = 1
             f"positions must have shape (L={L},), one position per row of x {shape_str(x.shape)}; "
             f"got {shape_str(positions.shape)}"
         )
+    if positions.device != x.device:
+        raise ValueError(
+            f"positions must be on the device of x, {x.device}; got {positions.device}"
+        )
+    return _rotary(x, positions, base)
+
+
+def _rotary(x: Tensor, positions: Tensor, base: float) -> Tensor:
+    """The kernel of :func:`rotary_embedding`: arguments already checked."""
+    D = x.shape[-1]
     angles = positions.to(torch.float64).unsqueeze(1) * _inverse_frequencies(D, base).to(
         positions.device
     )  # (L, D/2)
@@ -177,13 +190,14 @@ def alibi_slopes(num_heads: int) -> Tensor:
         output: ``(H,)``.
 
     Raises:
-        ValueError: if ``num_heads`` is not a positive integer.
+        TypeError: if ``num_heads`` is not an ``int``.
+        ValueError: if ``num_heads`` is below 1.
 
     Example:
         >>> alibi_slopes(4)
         tensor([0.2500, 0.0625, 0.0156, 0.0039])
     """
-    _positive_int("num_heads", num_heads)
+    check_positive_int("num_heads", num_heads)
 
     def power_of_two(n: int) -> list[float]:
         return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
@@ -193,7 +207,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-def alibi_bias(num_heads: int, L: int, S: int | None = None, device=None) -> Tensor:
+def alibi_bias(num_heads: int, L: int, S: int | None = None, *, device=None) -> Tensor:
     """ALiBi's additive attention bias: ``-m_h |i - j|`` for head ``h``, query ``i``, key ``j``.
 
     .. math::
@@ -225,7 +239,8 @@ def alibi_bias(num_heads: int, L: int, S: int | None = None, device=None) -> Ten
         output: ``(H, L, S)``.
 
     Raises:
-        ValueError: if ``num_heads``, ``L`` or ``S`` is not a positive integer.
+        TypeError: if ``num_heads``, ``L`` or ``S`` is not an ``int``.
+        ValueError: if ``num_heads``, ``L`` or ``S`` is below 1.
 
     Example:
         >>> alibi_bias(2, 3)[0]  # slope 2^-4
@@ -234,8 +249,8 @@ def alibi_bias(num_heads: int, L: int, S: int | None = None, device=None) -> Ten
                 [-0.1250, -0.0625,  0.0000]])
     """
     S = L if S is None else S
-    _positive_int("L", L)
-    _positive_int("S", S)
+    check_positive_int("L", L)
+    check_positive_int("S", S)
     slopes = alibi_slopes(num_heads).to(device)  # (H,)
     i = torch.arange(L, device=device).unsqueeze(1)  # (L, 1)
     j = torch.arange(S, device=device).unsqueeze(0)  # (1, S)

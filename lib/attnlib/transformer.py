@@ -24,14 +24,16 @@ from torch import Tensor, nn
 
 from attnlib._checks import (
     check_dropout,
-    check_module_dtype,
+    check_mask,
+    check_module_input,
     check_positive_int,
+    check_real,
     check_tensor,
     shape_str,
 )
 from attnlib.attention import causal_mask
 from attnlib.decoding import KVCache, sliding_window_mask
-from attnlib.multihead import MultiHeadAttention
+from attnlib.multihead import MultiHeadAttention, _check_cache
 from attnlib.positions import sinusoidal_encoding
 
 __all__ = ["LanguageModel", "ModelCache", "TransformerBlock"]
@@ -40,11 +42,7 @@ POSITIONS = ("learned", "sinusoidal", "rope", "alibi", None)
 
 
 def _check_ratio(mlp_ratio) -> float:
-    if isinstance(mlp_ratio, bool) or not isinstance(mlp_ratio, (int, float)) or mlp_ratio < 0:
-        raise ValueError(f"mlp_ratio must be a number >= 0; got {mlp_ratio!r}")
-    if not math.isfinite(mlp_ratio):
-        raise ValueError(f"mlp_ratio must be finite; got {mlp_ratio!r}")
-    return float(mlp_ratio)
+    return check_real("mlp_ratio", mlp_ratio, "a number >= 0", lambda r: r >= 0)
 
 
 class TransformerBlock(nn.Module):
@@ -161,24 +159,50 @@ class TransformerBlock(nn.Module):
     def forward(
         self,
         x: Tensor,
+        *,
         mask: Tensor | None = None,
         cache: KVCache | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """Attention, then the MLP, each added to ``x``; returns ``(x, weights or None)``."""
+        """Attention, then the MLP, each added to ``x``; returns ``(x, weights or None)``.
+
+        The arguments are checked here, once; the attention layer inside does not check them
+        again.
+        """
         check_tensor("x", x, (2, 3))
-        check_module_dtype("x", x, self.attn.out_proj.weight)
+        check_module_input("x", x, self.attn.out_proj.weight)
         if x.shape[-1] != self.embed_dim:
             n = f"N={x.shape[0]}, " if x.dim() == 3 else ""
             raise ValueError(
                 f"x must have shape ({n}L, E={self.embed_dim}); got {shape_str(x.shape)}"
             )
-        attended, weights = self.attn(
-            self.ln1(x), mask=mask, need_weights=need_weights, cache=cache
+        _check_cache(cache, None, None, mask)
+        if mask is not None:
+            N, L, H = x.shape[:-2], x.shape[-2], self.num_heads
+            if x.dim() == 3 and isinstance(mask, Tensor) and mask.dim() == 3:  # (N, L, S)
+                check_mask(mask, (*N, L, L), "(L, S), (N, L, S) or (N, H, L, S)", x.device)
+                mask = mask.unsqueeze(1)  # (N, 1, L, S)
+            else:
+                allowed = "(L, S), (N, L, S) or (N, H, L, S)" if N else "(L, S) or (H, L, S)"
+                check_mask(mask, (*N, H, L, L), allowed, x.device)
+        return self._forward(x, mask, cache, need_weights)
+
+    def _forward(self, x, mask, cache, need_weights):
+        """The block without the checks (:class:`LanguageModel` calls it)."""
+        batched = x.dim() == 3
+        x = x if batched else x.unsqueeze(0)  # (N, L, E)
+        if mask is not None:
+            mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # 4-D
+        y = self.ln1(x)  # (N, L, E)
+        attended, weights = self.attn._forward(
+            y, y, y, mask, need_weights, cache
         )  # (N, L, E), (N, H, L, S) or None
         x = x + self.drop(attended)
         if self.mlp is not None:
             x = x + self.drop(self.mlp(self.ln2(x)))  # (N, L, E)
+        if not batched:
+            x = x.squeeze(0)  # (L, E)
+            weights = None if weights is None else weights.squeeze(0)  # (H, L, S)
         return x, weights
 
 
@@ -206,7 +230,7 @@ class ModelCache:
         (0, 0, 2)
     """
 
-    def __init__(self, num_layers: int, window: int | None = None):
+    def __init__(self, num_layers: int, *, window: int | None = None):
         check_positive_int("num_layers", num_layers)
         self.layers = [KVCache(window=window) for _ in range(num_layers)]
 
@@ -233,6 +257,8 @@ def _check_ids(ids, vocab_size: int, name: str = "ids") -> Tensor:
         raise ValueError(
             f"{name} must have shape (L,) or (N, L); got {ids.dim()}-D {shape_str(ids.shape)}"
         )
+    if torch.compiler.is_compiling():  # the test below reads the values: not traceable
+        return ids
     if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
         bad = ids[(ids < 0) | (ids >= vocab_size)].unique().tolist()[:5]
         raise ValueError(
@@ -415,7 +441,7 @@ class LanguageModel(nn.Module):
             )
 
     def forward(
-        self, ids: Tensor, cache: ModelCache | None = None, need_weights: bool = False
+        self, ids: Tensor, *, cache: ModelCache | None = None, need_weights: bool = False
     ) -> tuple[Tensor, list[Tensor] | None]:
         """Logits for the token after each position; returns ``(logits, weights or None)``.
 
