@@ -1,11 +1,10 @@
 """Word embeddings: the :class:`Embeddings` object, a vocabulary of words and one vector each.
 
-Where the vectors come from lives next door, and every name is importable from here too:
-
-* :func:`load_glove` (:mod:`attnlib.glove`): the 400,000 packaged GloVe 6B vectors, and
-  torchtext's ``GloVe`` interface on them;
-* :func:`read_glove_text` (:mod:`attnlib.glove_text`): any file in GloVe's text format;
-* :func:`tokenize` (:mod:`attnlib.tokenizer`): the one rule that splits a sentence into words.
+Where the vectors come from lives next door: :func:`attnlib.load_glove` and
+:class:`attnlib.GloVe` (:mod:`attnlib.glove`) give the 400,000 packaged GloVe 6B vectors,
+:func:`attnlib.read_glove_text` (:mod:`attnlib.glove_text`) reads any file in GloVe's text
+format. Those modules import this one, never the other way round; import every name from
+``attnlib`` (see the package's docstring for the rule).
 """
 
 from __future__ import annotations
@@ -20,17 +19,9 @@ import torch
 from torch import Tensor
 
 from attnlib._checks import as_matrix, as_words, check_tensor, shape_str, short_repr
-from attnlib.glove import load_glove
-from attnlib.glove_text import read_glove_text
 from attnlib.tokenizer import tokenize
 
-__all__ = [
-    "Embeddings",
-    "UnknownWordError",
-    "load_glove",
-    "read_glove_text",
-    "tokenize",
-]
+__all__ = ["Embeddings", "UnknownWordError"]
 
 _SUGGESTION_POOL = 50_000  # close matches are searched among the most frequent words
 
