@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from attnlib import glove_text
 from attnlib.glove_text import read_glove_text
 from conftest import CAT_DOG, assert_embeddings
 from hypothesis import given
@@ -51,8 +52,41 @@ def write(tmp_path, name, content) -> Path:
         pytest.param("cat +1 2.\ndog 3e0 .4E+1\n", id="number-syntax"),
     ],
 )
-def test_read_glove_layouts(tmp_path, content):
-    assert_embeddings(read_glove_text(write(tmp_path, "g.txt", content)), *CAT_DOG)
+def test_read_glove_layouts(tmp_path, monkeypatch, content):
+    """Every layout is read by Arrow's CSV reader (the one reading path), none line by line."""
+    read_table, results = glove_text._read_table, []
+    monkeypatch.setattr(
+        glove_text, "_read_table", lambda *a: results.append(read_table(*a)) or results[-1]
+    )
+    monkeypatch.setattr(glove_text, "_raise_malformed", None)  # never called
+    e = read_glove_text(write(tmp_path, "g.txt", content))
+    assert_embeddings(e, *CAT_DOG)
+    assert results[-1] is not None and results[-1][0] == ["cat", "dog"]
+    assert e.vectors.is_contiguous() and e.matrix(["dog", "cat"]).is_contiguous()
+
+
+NUMBER_SPELLINGS = ["+1", "2.", ".5", "1e5", "1E+05", "-0", "+.5e-3", "007", "1e-50"]
+NOT_NUMBERS = ["1_0", "0x10", "1,5", "--1", "1e", "e1", ".", "+", "1.2.3", "\u0661", "1d5", "5%"]
+
+
+@pytest.mark.parametrize("token", NUMBER_SPELLINGS + NOT_NUMBERS)
+def test_read_glove_numbers_are_what_arrow_reads(tmp_path, token):
+    """A value is a number when Arrow's float64 parser reads it: the fast path and the search
+    for the malformed line agree on every spelling."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        expected = pc.cast(pa.array([token]), pa.float64()).to_pylist()[0]
+    except pa.ArrowInvalid:
+        expected = None
+    assert (expected is not None) == (token in NUMBER_SPELLINGS)
+    path = write(tmp_path, "n.txt", f"cat 1 2\ndog {token} 4\n")
+    if expected is None:
+        with pytest.raises(ValueError, match=r"n\.txt, line 2: value '.*' after 'dog' is not a"):
+            read_glove_text(path)
+    else:
+        assert read_glove_text(path)["dog"][0].item() == np.float32(expected)
 
 
 @pytest.mark.parametrize(

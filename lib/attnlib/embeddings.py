@@ -110,7 +110,7 @@ class Embeddings:
     @functools.cached_property
     def vectors(self) -> Tensor:
         """All vectors as a float32 tensor ``(V, D)`` (copied from the array on first use)."""
-        return torch.from_numpy(np.array(self._array, dtype=np.float32))
+        return torch.from_numpy(np.array(self._array, dtype=np.float32, order="C"))
 
     @functools.cached_property
     def _unit_vectors(self) -> Tensor:
@@ -194,7 +194,7 @@ class Embeddings:
         rows = [self._index.get(w) for w in words]
         if None in rows:
             raise self._missing(words)
-        return torch.from_numpy(np.array(self._array[rows], dtype=np.float32))  # (n, D)
+        return torch.from_numpy(np.array(self._array[rows], dtype=np.float32, order="C"))  # (n, D)
 
     def most_similar(self, word_or_vector: str | Tensor, k: int = 10) -> list[tuple[str, float]]:
         """The ``k`` words whose vectors have the highest cosine with a word or a vector.

@@ -336,11 +336,11 @@ def _read_table(body, dim: int, first: int) -> tuple[list[str], np.ndarray] | No
     words = table.column(0).to_pylist()
     if not words or "" in words:  # "" only from a line starting with a space
         return None
-    vectors = np.empty((len(words), dim), dtype=np.float32)
+    columns = np.empty((dim, len(words)), dtype=np.float32)  # (D, V): each column written
     with np.errstate(over="ignore"):  # beyond float32: inf, refused by the caller
         for j in range(dim):
-            vectors[:, j] = table.column(j + 1).to_numpy()
-    return words, vectors
+            columns[j] = table.column(j + 1).to_numpy()
+    return words, columns.T  # (V, D), a view; Embeddings.vectors copies it in row order
 
 
 def _numbers_refused(values: list[str]) -> bool:
