@@ -339,7 +339,10 @@ def _read_table(body, dim: int, first: int) -> tuple[list[str], np.ndarray] | No
     columns = np.empty((dim, len(words)), dtype=np.float32)  # (D, V): each column written
     with np.errstate(over="ignore"):  # beyond float32: inf, refused by the caller
         for j in range(dim):
-            columns[j] = table.column(j + 1).to_numpy()
+            row = 0
+            for chunk in table.column(j + 1).chunks:  # Arrow's blocks, read without a copy
+                columns[j, row : row + len(chunk)] = chunk.to_numpy()
+                row += len(chunk)
     return words, columns.T  # (V, D), a view; Embeddings.vectors copies it in row order
 
 
