@@ -138,6 +138,13 @@ def test_read_glove_very_long_line(tmp_path):
     assert np.array_equal(e.vectors.numpy(), np.stack([values, values]))
 
 
+def test_read_glove_word_longer_than_an_arrow_block(tmp_path):
+    """Arrow reads in blocks (4 MiB by default) that must hold whole lines."""
+    word = "w" * 5_000_000
+    e = read_glove_text(write(tmp_path, "w.txt", f"{word} 1 2\ncat 3 4\n"))
+    assert e.words == [word, "cat"]
+
+
 def test_read_glove_rounds_as_the_seeds_do(tmp_path):
     """float32 of the nearest double, as ``np.array(values, dtype="float32")`` in seed 003:
     both readers agree even on digits just above a float32 tie."""
