@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from attnlib import glove_text
 from attnlib.glove_text import read_glove_text
 from conftest import CAT_DOG, assert_embeddings
 from hypothesis import given
@@ -51,8 +52,41 @@ def write(tmp_path, name, content) -> Path:
         pytest.param("cat +1 2.\ndog 3e0 .4E+1\n", id="number-syntax"),
     ],
 )
-def test_read_glove_layouts(tmp_path, content):
-    assert_embeddings(read_glove_text(write(tmp_path, "g.txt", content)), *CAT_DOG)
+def test_read_glove_layouts(tmp_path, monkeypatch, content):
+    """Every layout is read by Arrow's CSV reader (the one reading path), none line by line."""
+    read_table, results = glove_text._read_table, []
+    monkeypatch.setattr(
+        glove_text, "_read_table", lambda *a: results.append(read_table(*a)) or results[-1]
+    )
+    monkeypatch.setattr(glove_text, "_raise_malformed", None)  # never called
+    e = read_glove_text(write(tmp_path, "g.txt", content))
+    assert_embeddings(e, *CAT_DOG)
+    assert results[-1] is not None and results[-1][0] == ["cat", "dog"]
+    assert e.vectors.is_contiguous() and e.matrix(["dog", "cat"]).is_contiguous()
+
+
+NUMBER_SPELLINGS = ["+1", "2.", ".5", "1e5", "1E+05", "-0", "+.5e-3", "007", "1e-50"]
+NOT_NUMBERS = ["1_0", "0x10", "1,5", "--1", "1e", "e1", ".", "+", "1.2.3", "\u0661", "1d5", "5%"]
+
+
+@pytest.mark.parametrize("token", NUMBER_SPELLINGS + NOT_NUMBERS)
+def test_read_glove_numbers_are_what_arrow_reads(tmp_path, token):
+    """A value is a number when Arrow's float64 parser reads it: the fast path and the search
+    for the malformed line agree on every spelling."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        expected = pc.cast(pa.array([token]), pa.float64()).to_pylist()[0]
+    except pa.ArrowInvalid:
+        expected = None
+    assert (expected is not None) == (token in NUMBER_SPELLINGS)
+    path = write(tmp_path, "n.txt", f"cat 1 2\ndog {token} 4\n")
+    if expected is None:
+        with pytest.raises(ValueError, match=r"n\.txt, line 2: value '.*' after 'dog' is not a"):
+            read_glove_text(path)
+    else:
+        assert read_glove_text(path)["dog"][0].item() == np.float32(expected)
 
 
 @pytest.mark.parametrize(
@@ -102,6 +136,13 @@ def test_read_glove_very_long_line(tmp_path):
     e = read_glove_text(path)
     assert e.words == ["cat", "dog"] and e.dim == dim
     assert np.array_equal(e.vectors.numpy(), np.stack([values, values]))
+
+
+def test_read_glove_word_longer_than_an_arrow_block(tmp_path):
+    """Arrow reads in blocks (4 MiB by default) that must hold whole lines."""
+    word = "w" * 5_000_000
+    e = read_glove_text(write(tmp_path, "w.txt", f"{word} 1 2\ncat 3 4\n"))
+    assert e.words == [word, "cat"]
 
 
 def test_read_glove_rounds_as_the_seeds_do(tmp_path):
@@ -166,10 +207,11 @@ def test_read_glove_from_a_pipe(tmp_path):
 
 
 def test_read_glove_without_pyarrow(monkeypatch, tmp_path):
+    """One reading path: Arrow's CSV reader, a dependency of attnlib; no slower second path."""
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     monkeypatch.setitem(sys.modules, "pyarrow.csv", None)
-    monkeypatch.setitem(sys.modules, "pyarrow.compute", None)
-    assert_embeddings(read_glove_text(write(tmp_path, "g.txt", "cat 1 2\ndog 3 4\n")), *CAT_DOG)
+    with pytest.raises(ModuleNotFoundError, match=r"read_glove_text reads with pyarrow"):
+        read_glove_text(write(tmp_path, "g.txt", "cat 1 2\ndog 3 4\n"))
 
 
 # ---------------------------------------------------------------- refused files
@@ -274,17 +316,73 @@ def test_bad_glove_file(tmp_path, name, content, message):
     assert str(path) in str(info.value)  # the whole path, not only the name
 
 
-def test_bad_glove_zip_archive(tmp_path):
+def glove_zip(tmp_path, members=None):
+    """A zip archive like GloVe's own glove.6B.zip (two members here, deflated)."""
     path = tmp_path / "glove.6B.zip"
-    with zipfile.ZipFile(path, "w") as z:
-        z.writestr("glove.6B.50d.txt", "cat 1 2\n")
-        z.writestr("glove.6B.100d.txt", "cat 1 2\n")
+    members = members or {
+        "glove.6B.50d.txt": "cat 1 2\ndog 3 4\n",
+        "glove.6B.100d.txt": "cat 1 2 5\ndog 3 4 5\n",
+    }
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for name, content in members.items():
+            z.writestr(name, content)
+    return path
+
+
+def test_read_glove_zip_member(tmp_path):
+    path = glove_zip(tmp_path)
+    assert_embeddings(read_glove_text(path, member="glove.6B.50d.txt"), *CAT_DOG)
+    e = read_glove_text(str(path), member="glove.6B.100d.txt")
+    assert e.dim == 3 and e.words == ["cat", "dog"]
+    (tmp_path / "one").mkdir()
+    one = glove_zip(tmp_path / "one", {"g.txt": "2 2\ncat 1 2\ndog\t3 4\n"})
+    assert_embeddings(read_glove_text(one), *CAT_DOG)  # one member: no need to name it
+
+
+@pytest.mark.parametrize(
+    ("member", "message"),
+    [
+        (
+            None,
+            r"glove\.6B\.zip: a zip archive holding 2 files \(glove\.6B\.50d\.txt, "
+            r"glove\.6B\.100d\.txt\); name the one to read with member=: read_glove_text\("
+            r"'.*glove\.6B\.zip', member='glove\.6B\.50d\.txt'\)",
+        ),
+        (
+            "glove.6B.300d.txt",
+            r"glove\.6B\.zip: the zip archive holds no member 'glove\.6B\.300d\.txt'; it holds "
+            r"glove\.6B\.50d\.txt, glove\.6B\.100d\.txt",
+        ),
+    ],
+)
+def test_bad_glove_zip_member(tmp_path, member, message):
+    with pytest.raises(ValueError, match=message):
+        read_glove_text(glove_zip(tmp_path), member=member)
+
+
+def test_bad_glove_line_in_a_zip_member(tmp_path):
+    path = glove_zip(tmp_path, {"glove.6B.50d.txt": "cat 1 2\ndog 3 x\n", "b.txt": ""})
     with pytest.raises(
         ValueError,
-        match=r"glove\.6B\.zip: a zip archive, not a GloVe text file; it holds "
-        r"glove\.6B\.50d\.txt, glove\.6B\.100d\.txt\. Extract one",
+        match=r"glove\.6B\.zip/glove\.6B\.50d\.txt, line 2: value 'x' after 'dog' is not a "
+        r"number",
     ):
-        read_glove_text(path)
+        read_glove_text(path, member="glove.6B.50d.txt")
+
+
+def test_bad_glove_damaged_zip(tmp_path):
+    path = glove_zip(tmp_path)
+    path.write_bytes(path.read_bytes()[:60])
+    with pytest.raises(ValueError, match=r"glove\.6B\.zip: a zip archive that could not be read"):
+        read_glove_text(path, member="glove.6B.50d.txt")
+
+
+def test_bad_glove_member_of_a_plain_file(tmp_path):
+    path = write(tmp_path, "g.txt", "cat 1 2\n")
+    with pytest.raises(ValueError, match=r"g\.txt: member='g\.txt' names a file inside a zip"):
+        read_glove_text(path, member="g.txt")
+    with pytest.raises(TypeError, match=r"member must be a str \(a file inside the zip"):
+        read_glove_text(glove_zip(tmp_path), member=0)
 
 
 def test_bad_glove_directory(tmp_path):

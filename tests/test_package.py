@@ -85,18 +85,54 @@ def test_all_names_exist_and_are_sorted():
         assert list(module.__all__) == sorted(module.__all__), module_name
         for name in module.__all__:
             assert hasattr(module, name), f"{module_name}.{name}"
-    # the top-level re-exports are the modules' objects, not copies
-    assert (
-        attnlib.MultiHeadAttention
-        is importlib.import_module("attnlib.multihead").MultiHeadAttention
-    )
-    assert set(MODULES) == {
-        f"attnlib.{n}" for n in attnlib.__all__ if inspect.ismodule(getattr(attnlib, n))
-    } | {
-        "attnlib.attention",
-        "attnlib.glove",
-        "attnlib.multihead",
-    }
+    # every module of the package is listed above (private ones start with "_")
+    files = {p.stem for p in (ROOT / "lib" / "attnlib").glob("*.py")}
+    assert {f"attnlib.{f}" for f in files if not f.startswith("_")} == set(MODULES)
+
+
+# The rule of attnlib's docstring: which submodules are public, one import path per name.
+PUBLIC_SUBMODULES = {
+    "convert",
+    "corpus",
+    "decoding",
+    "display",
+    "efficient",
+    "positions",
+    "tokenizer",
+}
+TOP_AND_MODULE = {"tokenize"}  # the one name public at the top level and in a public module
+
+
+def test_public_submodules_are_the_modules_of_all():
+    modules = {n for n in attnlib.__all__ if inspect.ismodule(getattr(attnlib, n))}
+    assert modules == PUBLIC_SUBMODULES
+    assert "public submodules" in attnlib.__doc__
+    for name in PUBLIC_SUBMODULES:
+        assert f"``{name}``" in attnlib.__doc__, f"the rule in attnlib's docstring omits {name}"
+
+
+def test_one_import_path_per_public_name():
+    """A name of a module that is not a public submodule is public at the top level (the
+    same object); a name of a public submodule is not, except ``tokenize``."""
+    for module_name in MODULES:
+        module = importlib.import_module(module_name)
+        short = module_name.split(".")[1]
+        for name in module.__all__:
+            at_top = getattr(attnlib, name, None) is getattr(module, name)
+            if short in PUBLIC_SUBMODULES:
+                assert at_top == (name in TOP_AND_MODULE), f"{module_name}.{name}"
+            else:
+                assert at_top and name in attnlib.__all__, f"{module_name}.{name} not at the top"
+
+
+def test_only_init_reexports():
+    """Every name of a module's ``__all__`` is defined in that module, not imported into it."""
+    for module_name in MODULES:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isclass(obj) or inspect.isroutine(obj):
+                assert obj.__module__ == module_name, f"{module_name} re-exports {name}"
 
 
 # Which sections apply. Every function and class needs Args (if it takes arguments),

