@@ -97,6 +97,7 @@ PUBLIC_SUBMODULES = {
     "decoding",
     "display",
     "efficient",
+    "experiment",
     "positions",
     "tokenizer",
 }
