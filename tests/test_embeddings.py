@@ -98,9 +98,17 @@ def test_bad_empty_words(small_embeddings):
         small_embeddings.matrix([])
 
 
-@pytest.mark.parametrize("k", [0, -1, 2.5, True])
-def test_bad_most_similar_k(small_embeddings, k):
-    with pytest.raises(ValueError, match=rf"k must be a positive integer; got {k!r}"):
+@pytest.mark.parametrize(
+    ("k", "error", "got"),
+    [
+        (0, ValueError, "0"),
+        (-1, ValueError, "-1"),
+        (2.5, TypeError, "float 2.5"),
+        (True, TypeError, "bool True"),
+    ],
+)
+def test_bad_most_similar_k(small_embeddings, k, error, got):
+    with pytest.raises(error, match=rf"k must be a positive integer; got {got}$"):
         small_embeddings.most_similar("ship", k=k)
 
 

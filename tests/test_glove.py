@@ -134,3 +134,19 @@ def test_getitem_needs_a_str(glove, token):
 def test_get_vecs_by_tokens_needs_str(glove, tokens, got):
     with pytest.raises(TypeError, match=f"tokens must be a str or a list of str; {got}"):
         glove.get_vecs_by_tokens(tokens)
+
+
+@pytest.mark.parametrize(
+    ("unk_init", "got"),
+    [
+        (lambda v: None, "got NoneType"),
+        (lambda v: v[:3], r"got \(3,\)"),
+        (lambda v: 1.0, "got float"),
+    ],
+)
+def test_unk_init_must_return_the_vector(unk_init, got):
+    glove = GloVe(unk_init=unk_init)
+    with pytest.raises(TypeError, match=rf"unk_init must return the \(D=50,\) vector .*{got}"):
+        glove["qqzzx"]
+    with pytest.raises(TypeError, match="unk_init must return"):
+        glove.get_vecs_by_tokens(["ship", "qqzzx"])

@@ -215,12 +215,15 @@ class Embeddings:
 
         Raises:
             UnknownWordError: if ``word_or_vector`` is a word that is not in the vocabulary.
-            TypeError: if ``word_or_vector`` is a vector that is not a float tensor.
+            TypeError: if ``word_or_vector`` is a vector that is not a float tensor, or ``k``
+                is not an int (``bool`` included).
             ValueError: if ``k < 1``, ``word_or_vector`` is a vector of the wrong size, or the
                 vector (``word_or_vector`` or the word's vector) is zero (its cosine is undefined)
                 or not finite.
         """
-        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+            raise TypeError(f"k must be a positive integer; got {type(k).__name__} {k!r}")
+        if k < 1:
             raise ValueError(f"k must be a positive integer; got {k!r}")
         k = operator.index(k)
         exclude = None

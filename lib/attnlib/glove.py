@@ -130,7 +130,8 @@ class GloVe:
     Raises:
         ValueError: if ``name`` is not ``"6B"`` or ``dim`` is not 50; the message says what is
             available and how to read another GloVe file (:func:`attnlib.read_glove_text`).
-        TypeError: if ``unk_init`` is not callable or ``None``.
+        TypeError: if ``unk_init`` is not callable or ``None``; when an unknown token is
+            looked up, if ``unk_init`` does not return a ``(D,)`` tensor.
 
     Example:
         >>> glove = GloVe(name="6B", dim=50)
@@ -190,7 +191,15 @@ class GloVe:
             )
         index = self.stoi.get(token)
         if index is None:
-            return self.unk_init(torch.zeros(self.dim))
+            vector = self.unk_init(torch.zeros(self.dim))
+            if not isinstance(vector, Tensor) or vector.shape != (self.dim,):
+                got = tuple(vector.shape) if isinstance(vector, Tensor) else type(vector).__name__
+                raise TypeError(
+                    f"unk_init must return the (D={self.dim},) vector of an unknown token; got "
+                    f"{got} (a function that fills its argument in place must also return it, "
+                    "as torch.nn.init.normal_ does)"
+                )
+            return vector
         return self.vectors[index]
 
     def get_vecs_by_tokens(
