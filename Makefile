@@ -156,8 +156,8 @@ texts: env
 odyssey-lm: env
 	$(BIN)/python scripts/train_odyssey.py
 
-# The two pointer heads of the chapter "Training attention", which the explorer runs in the
-# page (seconds, one thread; the chapter and tests/test_pointer_heads.py check the file).
+# The two pointer heads of the chapter "Training attention", which chapters 5-7 load and the
+# explorer runs (seconds, one thread; the chapter and tests/test_pointer_heads.py check them).
 pointer-heads: env
 	$(BIN)/python scripts/train_pointer_heads.py
 
