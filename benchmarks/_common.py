@@ -30,12 +30,12 @@ from __future__ import annotations
 import gc
 import os
 import platform
-import statistics
 import subprocess
 import sys
 from collections.abc import Callable
 
 import torch
+from attnlib import experiment
 from torch.utils import benchmark
 
 
@@ -60,28 +60,19 @@ def rounds(
     min_run_time: float = 0.2,
     threads: int | None = None,
 ) -> dict[str, list[benchmark.Measurement]]:
-    """``n`` interleaved ``blocked_autorange`` measurements of each function (name -> list)."""
-    threads = threads or torch.get_num_threads()
-    out: dict[str, list[benchmark.Measurement]] = {name: [] for name in fns}
-    names = list(fns)
-    for r in range(n):
-        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate the order
-            timer = benchmark.Timer(
-                "fn()",
-                globals={"fn": fns[name]},
-                label=label,
-                sub_label=name,
-                description=description,
-                num_threads=threads,
-            )
-            out[name].append(timer.blocked_autorange(min_run_time=min_run_time))
-    return out
+    """``n`` interleaved ``blocked_autorange`` measurements of each function (name -> list):
+    :func:`attnlib.experiment.time_rounds`, on every torch thread unless told otherwise."""
+    return experiment.time_rounds(
+        fns,
+        label,
+        description,
+        rounds=n,
+        min_run_time=min_run_time,
+        threads=threads or torch.get_num_threads(),
+    )
 
 
-def ratio(a: list, b: list) -> tuple[float, float, float]:
-    """Median, min and max over rounds of a[i] / b[i] (Measurements: their medians)."""
-    values = [getattr(x, "median", x) / getattr(y, "median", y) for x, y in zip(a, b)]
-    return statistics.median(values), min(values), max(values)
+ratio = experiment.ratio  # median, min and max over rounds of a[i] / b[i]
 
 
 def ratio_line(name: str, r: tuple[float, float, float], goal: str = "") -> str:

@@ -1,0 +1,80 @@
+"""The reader's path: short sentences, few colons, a core of at most six hours, honest times.
+
+The figures are those of the team's ``../shared/tools/readability.py``, through
+``scripts/reading_time.py`` (which also leaves out what a first reading skips: collapsed deep
+dives, exercise solutions, hidden code). Without ``../shared`` beside the clone the test skips.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE_PATH = [  # chapters 1 to 10, the first three parts of _toc.yml
+    "01_glove",
+    "02_cosine_similarity",
+    "03_scaled_dot_product_attention",
+    "04_learned_projections",
+    "05_multihead_attention",
+    "10_training_attention",
+    "09_positions",
+    "language_model",
+    "induction_heads",
+    "11_inference",
+]
+CHAPTERS = sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
+TOP_LINE = re.compile(r"\*Core: about (\d+) minutes; deep dives: (\d+) more\.\*")
+
+
+@pytest.fixture(scope="module")
+def reading_time():
+    spec = importlib.util.spec_from_file_location(
+        "reading_time", ROOT / "scripts" / "reading_time.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if module.readability() is None:
+        pytest.skip(f"{module.TOOL} is missing (clone with ../shared beside the project)")
+    return module
+
+
+def chapter(name: str) -> Path:
+    return ROOT / "chapters" / f"{name}.ipynb"
+
+
+def test_the_core_path_is_the_first_three_parts():
+    toc = (ROOT / "_toc.yml").read_text()
+    files = re.findall(r"file: chapters/(\S+)", toc)
+    assert files[: len(CORE_PATH)] == CORE_PATH
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_sentences_and_colons(reading_time, name):
+    stats = reading_time.stats(chapter(name))
+    assert stats["over30"] <= 0.10, f"{name}: {stats['over30']:.0%} of sentences over 30 words"
+    assert stats["colons"] <= 12, f"{name}: {stats['colons']:.1f} colons per 1,000 words"
+
+
+@pytest.mark.parametrize("name", [n for n in CHAPTERS if n != "attention_explorer"])
+def test_each_chapter_says_how_long_its_core_takes(reading_time, name):
+    cells = json.loads(chapter(name).read_text())["cells"]
+    text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    found = TOP_LINE.search(text)
+    assert found, f"{name}: no '*Core: about X minutes; deep dives: Y more.*' line"
+    core = reading_time.stats(chapter(name), core=True)["minutes"]
+    whole = reading_time.stats(chapter(name))["minutes"]
+    said_core, said_more = int(found[1]), int(found[2])
+    assert abs(said_core - core) <= 5, f"{name}: says {said_core} min, measures {core:.0f}"
+    assert said_more >= 5 and abs(said_core + said_more - whole) <= 10, (name, whole)
+
+
+def test_the_core_path_takes_at_most_six_hours(reading_time):
+    minutes = sum(reading_time.stats(chapter(n), core=True)["minutes"] for n in CORE_PATH)
+    assert minutes <= 360, f"the core path takes {minutes:.0f} minutes"
+    hours = {5.0: "five", 5.5: "five and a half", 6.0: "six"}[round(minutes / 30) / 2]
+    assert f"about {hours} hours" in (ROOT / "intro.md").read_text()
