@@ -125,13 +125,23 @@ def test_the_book_links_its_heatmaps_to_the_explorer():
         assert link["text"].strip(), f"{where}: a link without text"
 
 
+# A link follows its figure: the figure's cell is among the three blocks before the link's
+# paragraph (a sentence reading the map, or the link of the figure's other head, may come
+# between), with no heading in between.
 LINK_REPORT = """(a) => {
     const block = a.closest('p, li, div');
-    let before = block && block.previousElementSibling;
+    let before = block && block.previousElementSibling, afterFigure = false;
+    for (let i = 0; before && i < 3 && !/^H[1-6]$/.test(before.tagName); i++) {
+        if (before.matches('figure, img') || before.querySelector('figure img, img')) {
+            afterFigure = true;
+            break;
+        }
+        before = before.previousElementSibling;
+    }
     return {
         href: a.href,
         visible: a.offsetParent !== null && a.getBoundingClientRect().width > 0,
-        afterFigure: !!(before && before.querySelector('figure img, img')),
+        afterFigure: afterFigure,
     };
 }"""
 
