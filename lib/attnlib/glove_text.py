@@ -6,7 +6,7 @@ member of a zip archive such as GloVe's own ``glove.6B.zip``. The book's
 ``data/glove.6B.50d.subset.txt`` is such a file, written by ``scripts/make_glove_subset.py``.
 
 **One reading path.** Every file is parsed by Apache Arrow's CSV reader (``pyarrow.csv``, C++,
-on as many threads as ``pyarrow.cpu_count()``): the first column as UTF-8 words, the ``D``
+on ``pyarrow.cpu_count()`` threads): the first column as UTF-8 words, the ``D``
 others as float64 numbers, rounded to float32 afterwards. A file whose fields are not separated
 by single spaces (tabs, runs of spaces, spaces at the ends of lines) is first rewritten into
 that form, then read the same way. Only when Arrow refuses a file is it read line by line in
@@ -158,9 +158,12 @@ def read_glove_text(path: str | os.PathLike, *, member: str | None = None) -> Em
     read them (``float(value)``); numbers are decimals as Arrow's CSV reader reads them
     (``-0.5``, ``.5``, ``+1``, ``1e-05``).
 
-    The whole file is parsed by Apache Arrow's CSV reader (``pyarrow.csv``, C++, multi-threaded),
-    about 5x faster than a Python loop over the lines for GloVe 6B's 400,000 words; only when
-    that fails is the file looked at line by line, to name the first malformed line.
+    The whole file is parsed by Apache Arrow's CSV reader (``pyarrow.csv``, C++, on
+    ``pyarrow.cpu_count()`` threads, which ``OMP_NUM_THREADS`` limits): GloVe 6B's 400,000 words
+    (171 MB) in about 1.0 s on one thread and 0.8 s on two, 2.1x and 2.8x faster than seed
+    003's loop over the lines (``benchmarks/bench_glove_load.py``, an idle 2-core machine).
+    Only when Arrow refuses the file is it looked at line by line, to name the first malformed
+    line (about 5 s for a bad last line of 400,000).
 
     Args:
         path: the file (UTF-8 text, or that text compressed, or a zip archive; a named pipe
