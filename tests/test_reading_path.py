@@ -60,7 +60,7 @@ def test_sentences_and_colons(reading_time, name):
     assert stats["colons"] <= 12, f"{name}: {stats['colons']:.1f} colons per 1,000 words"
 
 
-@pytest.mark.parametrize("name", [n for n in CHAPTERS if n != "attention_explorer"])
+@pytest.mark.parametrize("name", CHAPTERS)
 def test_each_chapter_says_how_long_its_core_takes(reading_time, name):
     cells = json.loads(chapter(name).read_text())["cells"]
     text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
