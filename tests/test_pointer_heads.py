@@ -8,7 +8,6 @@ the last bits differently.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -19,13 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location(
-        "train_pointer_heads", ROOT / "scripts" / "train_pointer_heads.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def script(load_script):
+    return load_script("train_pointer_heads")
 
 
 def test_the_script_writes_the_committed_heads(script, tmp_path):

@@ -7,7 +7,6 @@ dives, exercise solutions, hidden code). Without ``../shared`` beside the clone 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -32,12 +31,8 @@ TOP_LINE = re.compile(r"\*Core: about (\d+) minutes; deep dives: (\d+) more\.\*"
 
 
 @pytest.fixture(scope="module")
-def reading_time():
-    spec = importlib.util.spec_from_file_location(
-        "reading_time", ROOT / "scripts" / "reading_time.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def reading_time(load_script):
+    module = load_script("reading_time")
     if module.readability() is None:
         pytest.skip(f"{module.TOOL} is missing (clone with ../shared beside the project)")
     return module
