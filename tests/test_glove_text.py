@@ -316,6 +316,82 @@ def test_bad_glove_file(tmp_path, name, content, message):
     assert str(path) in str(info.value)  # the whole path, not only the name
 
 
+def large_file(bad_line: int, bad: str, end: str, header: bool, tabs: bool) -> bytes:
+    """4,000 lines of 20 numbers (about 0.7 MB, several of the halving's quarter-MB parts)
+    with line ``bad_line`` (counted in the file, header included) replaced by ``bad``."""
+    sep = "\t" if tabs else " "
+    lines = [
+        f"w{i}{sep}" + sep.join(f"{(i * 20 + j) % 997 / 1000:.5f}" for j in range(20))
+        for i in range(4000)
+    ]
+    lines = ([f"{len(lines)} 20"] if header else []) + lines
+    lines[bad_line - 1] = bad
+    return (end.join(lines) + end).encode()
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
+@pytest.mark.parametrize("header", [False, True], ids=["", "header"])
+@pytest.mark.parametrize("tabs", [False, True], ids=["", "tabs"])
+@pytest.mark.parametrize("where", ["second", "middle", "last"])
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("odd 1 2", r"got 2 values after 'odd'"),
+        ("odd " + " ".join(["0.5"] * 19) + " 0,5", r"value '0,5' after 'odd' is not a number"),
+        ("", r"empty line; expected a word and 20 numbers"),
+    ],
+    ids=["short", "comma", "empty"],
+)
+def test_bad_line_in_a_large_file(tmp_path, monkeypatch, end, header, tabs, where, bad, message):
+    """The first malformed line is named in a file of many lines, whatever its line ends,
+    header and separators; the lines before it are not looked at one by one."""
+    number = {"second": 2 + header, "middle": 2345, "last": 4000 + header}[where]
+    path = write(tmp_path, "big.txt", large_file(number, bad, end, header, tabs))
+    if bad == "" and where == "last":  # blank lines at the end are allowed, but counted
+        if header:
+            with pytest.raises(ValueError, match=r"announces 4000 words; the file has 3999"):
+                read_glove_text(path)
+        else:
+            assert len(read_glove_text(path)) == 3999
+        return
+    searched_from = []
+    search = glove_text._raise_malformed
+    monkeypatch.setattr(
+        glove_text,
+        "_raise_malformed",
+        lambda *args: searched_from.append(args[-1]) or search(*args),
+    )
+    with pytest.raises(ValueError, match=rf"big\.txt, line {number}: .*{message}"):
+        read_glove_text(path)
+    assert searched_from[0] <= number  # the search starts at or before the bad line
+    if where == "last":  # and close to it: the halving left less than a quarter MB
+        assert number - searched_from[0] < 1500
+
+
+def test_a_second_bad_line_does_not_hide_the_first(tmp_path):
+    lines = large_file(3000, "odd 1 2", "\n", False, False).split(b"\n")
+    lines[999] = b"early 1 2"
+    path = write(tmp_path, "two.txt", b"\n".join(lines))
+    with pytest.raises(ValueError, match=r"two\.txt, line 1000: .* after 'early'"):
+        read_glove_text(path)
+
+
+@given(st.text(" \n\rab", max_size=40))
+def test_spaced_is_what_the_rewrite_changes(text):
+    """``_spaced`` (NumPy) says a text needs rewriting exactly when the rewrite changes it."""
+    body = memoryview(text.encode())
+    assert glove_text._spaced(body) == (glove_text._canonical(body, tabs=True) is not None)
+
+
+@pytest.mark.parametrize("pair", [b"  ", b" \n", b"\n ", b"\r "])
+def test_spaced_across_its_16_mb_parts(pair):
+    step = 1 << 24
+    text = bytearray(b"a" * (step + 8))
+    text[step - 1 : step + 1] = pair  # the two bytes on both sides of the boundary
+    assert glove_text._spaced(memoryview(bytes(text)))
+    assert not glove_text._spaced(memoryview(bytes(b"a" * (step + 8))))
+
+
 def glove_zip(tmp_path, members=None):
     """A zip archive like GloVe's own glove.6B.zip (two members here, deflated)."""
     path = tmp_path / "glove.6B.zip"
