@@ -163,8 +163,8 @@ def read_glove_text(path: str | os.PathLike, *, member: str | None = None) -> Em
 
     The whole file is parsed by Apache Arrow's CSV reader (``pyarrow.csv``, C++, on
     ``pyarrow.cpu_count()`` threads, which ``OMP_NUM_THREADS`` limits): GloVe 6B's 400,000 words
-    (171 MB) in about 1.1 s on one thread and 0.6-0.95 s on two, 2.0x and 2.4x faster than
-    seed 003's loop over the lines (``benchmarks/bench_glove_load.py``, medians of 9
+    (171 MB) in about 1.0 s on one thread and 0.63 s on two, 2.2x and 3.7x faster than seed
+    003's loop over the lines (``benchmarks/bench_glove_load.py``, medians of 7 and 9
     interleaved rounds on a 2-core machine). A plain file is memory-mapped, not copied.
     When Arrow refuses the file, halving finds the part that holds the first refused line,
     and only that part is looked at line by line, to name the line (a bad line among
@@ -392,6 +392,9 @@ def _read_table(body, dim: int, first: int, block: int) -> tuple[list[str], np.n
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
             ),
+            # The C library's malloc, not Arrow's default mimalloc: a cold call in a fresh
+            # process measured 0.80 s instead of 1.02 s (median of 7 interleaved rounds).
+            memory_pool=pa.system_memory_pool(),
         )
     except pa.ArrowInvalid:
         return None
