@@ -57,11 +57,9 @@ import gzip
 import hashlib
 import importlib.util
 import json
-import os
 import re
 import struct
 import sys
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -170,25 +168,16 @@ def decode(data: bytes) -> tuple[dict, np.ndarray]:
     return header, dequantise(values.reshape(header["count"], header["dim"]), header["step"])
 
 
-def write_atomic(path: Path, data: bytes) -> bool:
-    """Write ``data`` to ``path`` through a temporary file and ``os.replace`` (a reader never
-    sees half a file); do nothing if the file already holds these bytes. Returns whether
-    it wrote."""
-    if path.is_file() and path.read_bytes() == data:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return True
+def _load_atomic():
+    """``scripts/_atomic.py``, how the book's scripts write files (loaded by its path: the
+    scripts folder is not a package, and a Sphinx extension should not change ``sys.path``)."""
+    spec = importlib.util.spec_from_file_location("_atomic", ROOT / "scripts" / "_atomic.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+write_atomic = _load_atomic().write_atomic  # skips a file that already holds the bytes
 
 
 def build_data(root: Path = ROOT) -> bytes:

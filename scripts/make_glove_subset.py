@@ -30,12 +30,12 @@ import argparse
 import hashlib
 import os
 import sys
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 import attnlib
 import numpy as np
+from _atomic import atomic_path
 from attnlib import read_glove_text
 from attnlib._checks import (
     BEYOND_FLOAT32,
@@ -184,24 +184,13 @@ def write_glove_text(path: str | os.PathLike, words: Sequence[str], vectors) -> 
         )
     if path.is_dir():
         raise directory_error(path, "a file name")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A temporary name in the same folder (same file system, so os.replace is atomic);
-    # opened with open(), so the file gets the usual umask permissions.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8", newline="\n") as f:
-            for start in range(0, len(words), _WRITE_ROWS):  # a block at a time: bounded memory
-                block = _format_values(array[start : start + _WRITE_ROWS])
-                f.writelines(
-                    word + " " + " ".join(row) + "\n"
-                    for word, row in zip(words[start : start + _WRITE_ROWS], block)
-                )
-            f.flush()
-            os.fsync(f.fileno())  # on disk before the rename makes it visible
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for start in range(0, len(words), _WRITE_ROWS):  # a block at a time: bounded memory
+            block = _format_values(array[start : start + _WRITE_ROWS])
+            f.writelines(
+                word + " " + " ".join(row) + "\n"
+                for word, row in zip(words[start : start + _WRITE_ROWS], block)
+            )
     return path
 
 

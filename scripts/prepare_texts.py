@@ -50,10 +50,11 @@ import hashlib
 import os
 import re
 import sys
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
+
+from _atomic import write_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -242,22 +243,6 @@ def read_raw(path: str | os.PathLike, sha256: str) -> str:
             "byte-identical to the copies named in data/README.md)"
         )
     return data.decode("utf-8")
-
-
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` as UTF-8 to ``path`` through a temporary file in the same folder and a
-    rename, so a reader never sees half a file; on any error the old file is left as it was."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "xb") as f:
-            f.write(text.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def build(data: str | os.PathLike = DATA) -> dict[Path, str]:

@@ -22,13 +22,12 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from _atomic import write_atomic
 from attnlib import LanguageModel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,21 +118,6 @@ def measure(model: LanguageModel) -> dict:
         "previous_token_score": previous.tolist(),  # [layer][head]
         "induction_score": induction.tolist(),
     }
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def main() -> None:

@@ -19,13 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from _atomic import atomic_path
 from attnlib import LanguageModel, load_glove
 from attnlib.corpus import NGramModel, WordVocabulary, batches, perplexity, read_books, word_tokens
 
@@ -176,16 +175,8 @@ def train(
 
 
 def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
-    os.close(fd)
-    os.chmod(tmp, 0o644)  # mkstemp makes the file private; these are shared data
-    try:
+    with atomic_path(path) as tmp:
         write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def merge(folders: list[Path], out: Path) -> None:

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import attnlib
 import torch
 import torch.nn.functional as F
+from _atomic import write_atomic
 from attnlib.experiment import reproducible
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,16 +111,7 @@ def write_pointer_heads(model: attnlib.MultiHeadAttention, path: Path) -> None:
         "q_proj_weight": state["q_proj.weight"].tolist(),
         "k_proj_weight": state["k_proj.weight"].tolist(),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(json.dumps(heads))
-        os.chmod(tmp, 0o644)  # mkstemp makes the file private; this is shared data
-        os.replace(tmp, path)  # atomic: the old file or the new one, never half of one
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(heads))  # the old file or the new one, never half of one
 
 
 def main(argv=None) -> None:

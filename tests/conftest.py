@@ -80,18 +80,3 @@ def small_embeddings():
         [[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.9, 0.1, 0.1], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]
     )
     return Embeddings(words, vectors)
-
-
-@pytest.fixture(scope="session")
-def load_script():
-    """``load_script("name")``: the module ``scripts/name.py``, imported from its file."""
-    import importlib.util
-
-    def load(name: str):
-        path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-
-    return load

@@ -6,21 +6,13 @@ they were imported; markdown cells, other packages and cells that are not Python
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+import api_usage
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def api_usage():
-    spec = importlib.util.spec_from_file_location("api_usage", ROOT / "_ext" / "api_usage.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def write_notebook(path: Path, cells: list[tuple[str, str]]) -> Path:
@@ -52,7 +44,7 @@ def fake_notebook(tmp_path):
     )
 
 
-def test_scan_notebook_finds_every_import_style(api_usage, fake_notebook):
+def test_scan_notebook_finds_every_import_style(fake_notebook):
     assert api_usage.scan_notebook(fake_notebook) == {
         "attnlib",
         "attnlib.softmax",
@@ -68,18 +60,18 @@ def test_scan_notebook_finds_every_import_style(api_usage, fake_notebook):
     }
 
 
-def test_markdown_is_not_scanned(api_usage, fake_notebook):
+def test_markdown_is_not_scanned(fake_notebook):
     assert "attnlib.efficient.tiled_attention" not in api_usage.scan_notebook(fake_notebook)
 
 
-def test_imports_carry_over_from_cell_to_cell(api_usage):
+def test_imports_carry_over_from_cell_to_cell():
     aliases: dict[str, str] = {}
     assert api_usage.scan_code("import attnlib as al", aliases) == {"attnlib"}
     assert api_usage.scan_code("al.convert.to_torch(m)", aliases) == {"attnlib.convert.to_torch"}
     assert api_usage.scan_code("attnlib.softmax(x)", {}) == set()  # never imported
 
 
-def test_chapter_numbers_follow_the_numbered_parts_of_the_toc(api_usage, tmp_path):
+def test_chapter_numbers_follow_the_numbered_parts_of_the_toc(tmp_path):
     toc = tmp_path / "_toc.yml"
     toc.write_text(
         "format: jb-book\nroot: intro\nparts:\n"
@@ -95,7 +87,7 @@ def test_chapter_numbers_follow_the_numbered_parts_of_the_toc(api_usage, tmp_pat
     }
 
 
-def test_the_books_toc_numbers_the_chapters(api_usage):
+def test_the_books_toc_numbers_the_chapters():
     numbers = api_usage.chapter_numbers(Path(__file__).parents[1] / "_toc.yml")
     assert numbers["chapters/03_scaled_dot_product_attention"] == 3
     assert numbers["chapters/language_model"] == 8
@@ -104,7 +96,7 @@ def test_the_books_toc_numbers_the_chapters(api_usage):
     assert "chapters/api" not in numbers
 
 
-def test_names_count_for_the_object_and_its_module(api_usage):
+def test_names_count_for_the_object_and_its_module():
     """attnlib.softmax and attnlib.attention.softmax are one name, defined in attnlib.attention."""
     assert (
         set(api_usage.counts_for("attnlib.softmax"))
@@ -114,7 +106,7 @@ def test_names_count_for_the_object_and_its_module(api_usage):
     assert api_usage.resolve("attnlib.no_such_name") is None
 
 
-def test_public_names(api_usage):
+def test_public_names():
     names = api_usage.public_names()
     assert {"attnlib.softmax", "attnlib.positions", "attnlib.positions.alibi_bias"} <= names
     assert "attnlib.embeddings.load_glove" not in names  # public as attnlib.load_glove

@@ -8,7 +8,6 @@ replaced so that the pip call is recorded instead of run (git runs for real).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -17,14 +16,11 @@ import sys
 import types
 from pathlib import Path
 
+import colab_cells
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
-
-_spec = importlib.util.spec_from_file_location("colab_cells", ROOT / "scripts" / "colab_cells.py")
-colab_cells = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(colab_cells)
 
 
 def pins() -> dict[str, str]:

@@ -5,9 +5,9 @@ commit the new SVG files; if it fails with nothing changed, the installed matplo
 the pinned one (requirements.txt): its SVG writer's output differs between versions.
 """
 
-import importlib.util
 from pathlib import Path
 
+import draw_diagrams
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,11 +31,8 @@ NAMES = [
 
 @pytest.fixture(scope="module")
 def drawn(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("draw_diagrams", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     out = tmp_path_factory.mktemp("figures")
-    written = module.main(out)
+    written = draw_diagrams.main(out)
     assert sorted(p.name for p in written) == sorted(NAMES)
     return out
 

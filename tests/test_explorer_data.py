@@ -6,18 +6,15 @@ a script that stores its data in a global (so that the page works from file://).
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import os
 from pathlib import Path
 
+import explorer_data
 import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("explorer_data", ROOT / "_ext" / "explorer_data.py")
-explorer_data = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(explorer_data)
 
 BOUND = explorer_data.STEP / 2 + 6 * 2**-24  # 5 decimals, then float32 (|x| < 6)
 HEADS = {"embed_dim": 2, "num_heads": 1, "q_proj_weight": [[1.0, 0.5], [0.25, -1.0]]}

@@ -4,20 +4,15 @@ the chapter prints, and retraining it (about 6 s, one thread) gives the same mod
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import torch
+import train_induction
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "induction"
-_spec = importlib.util.spec_from_file_location(
-    "train_induction", ROOT / "scripts" / "train_induction.py"
-)
-train_induction = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(train_induction)
 
 # What chapters/induction_heads.ipynb prints for seed 0 (rounded to 2 decimals there).
 CHAPTER = {

@@ -2,31 +2,20 @@
 trains: its vocabulary is rebuilt from the text, its weights reproduce the stored held-out
 perplexity, the script's first steps reproduce the stored losses, and it beats the counts."""
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+import train_odyssey
 from attnlib.corpus import perplexity
 
 ROOT = Path(__file__).resolve().parents[1]
 LM_DIR = ROOT / "data" / "odyssey_lm"
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location(
-        "train_odyssey", ROOT / "scripts/train_odyssey.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["train_odyssey"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-script = _load_script()
+script = train_odyssey
 
 
 @pytest.fixture(scope="module")

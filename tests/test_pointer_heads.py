@@ -18,8 +18,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def script(load_script):
-    return load_script("train_pointer_heads")
+def script():
+    import train_pointer_heads
+
+    return train_pointer_heads
 
 
 def test_the_script_writes_the_committed_heads(script, tmp_path):

@@ -2,22 +2,17 @@
 data/iliad.txt, and the committed files."""
 
 import hashlib
-import importlib.util
 import os
 import re
 import shutil
 from pathlib import Path
 
+import prepare_texts
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
 
-_spec = importlib.util.spec_from_file_location(
-    "prepare_texts", ROOT / "scripts" / "prepare_texts.py"
-)
-prepare_texts = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(prepare_texts)
 
 RUNNING_SENTENCE = "Now, however, I must go back to my ship and to my crew"
 

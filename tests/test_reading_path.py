@@ -31,11 +31,12 @@ TOP_LINE = re.compile(r"\*Core: about (\d+) minutes; deep dives: (\d+) more\.\*"
 
 
 @pytest.fixture(scope="module")
-def reading_time(load_script):
-    module = load_script("reading_time")
-    if module.readability() is None:
-        pytest.skip(f"{module.TOOL} is missing (clone with ../shared beside the project)")
-    return module
+def reading_time():
+    import reading_time
+
+    if reading_time.readability() is None:
+        pytest.skip(f"{reading_time.TOOL} is missing (clone with ../shared beside the project)")
+    return reading_time
 
 
 def chapter(name: str) -> Path:
