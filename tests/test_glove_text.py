@@ -173,6 +173,17 @@ def test_read_glove_gz_name_but_plain_text(tmp_path):
     )
 
 
+def test_read_glove_without_memory_mapping(tmp_path, monkeypatch):
+    """Where mmap has no MAP_POPULATE (macOS, Windows) the file is read into memory: the
+    same result."""
+    path = write(tmp_path, "g.txt", "cat 1 2\ndog 3 4\n")
+    mapped = read_glove_text(path)
+    monkeypatch.delattr(glove_text.mmap, "MAP_POPULATE", raising=False)
+    read = read_glove_text(path)
+    assert read.words == mapped.words == ["cat", "dog"]
+    assert np.array_equal(read.vectors.numpy(), mapped.vectors.numpy())
+
+
 def test_read_glove_path_kinds(tmp_path, monkeypatch):
     path = write(tmp_path, "g.txt", "cat 1 2\ndog 3 4\n")
     assert_embeddings(read_glove_text(str(path)), *CAT_DOG)
