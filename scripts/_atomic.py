@@ -24,8 +24,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     (``0o644``, as ``open`` would make it) and renamed over ``path``.
 
     Example:
-        >>> with atomic_path("data/out.txt") as tmp:  # doctest: +SKIP
-        ...     tmp.write_text("hello")
+        >>> import tempfile
+        >>> out = Path(tempfile.mkdtemp()) / "out.txt"
+        >>> with atomic_path(out) as tmp:
+        ...     _ = tmp.write_text("hello")
+        >>> out.read_text(), sorted(p.name for p in out.parent.iterdir())
+        ('hello', ['out.txt'])
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -90,8 +90,8 @@ def read_books(path: str | Path) -> dict[str, str]:
         ValueError: if the file has no ``BOOK`` line.
 
     Example:
-        >>> books = read_books(DATA / "odyssey.txt")  # doctest: +SKIP
-        >>> len(books), books["I"][:31]  # doctest: +SKIP
+        >>> books = read_books("data/odyssey.txt")  # from the book's folder
+        >>> len(books), books["I"][:31]
         (24, 'Tell me, O Muse, of that ingeni')
     """
     path = as_path(path)
