@@ -184,6 +184,17 @@ def test_read_glove_without_memory_mapping(tmp_path, monkeypatch):
     assert np.array_equal(read.vectors.numpy(), mapped.vectors.numpy())
 
 
+def test_read_glove_where_mapping_fails(tmp_path, monkeypatch):
+    """A file system that cannot map files (some network and FUSE ones): the file is read."""
+
+    def refuse(*args, **kwargs):
+        raise OSError(19, "No such device")
+
+    monkeypatch.setattr(glove_text.mmap, "mmap", refuse)
+    e = read_glove_text(write(tmp_path, "g.txt", "cat 1 2\ndog 3 4\n"))
+    assert e.words == ["cat", "dog"] and e["dog"].tolist() == [3.0, 4.0]
+
+
 def test_read_glove_path_kinds(tmp_path, monkeypatch):
     path = write(tmp_path, "g.txt", "cat 1 2\ndog 3 4\n")
     assert_embeddings(read_glove_text(str(path)), *CAT_DOG)
