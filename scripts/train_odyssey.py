@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from _atomic import atomic_path
+from _atomic import atomic_path, write_atomic
 from attnlib import LanguageModel, load_glove
 from attnlib.corpus import NGramModel, WordVocabulary, batches, perplexity, read_books, word_tokens
 
@@ -174,11 +174,6 @@ def train(
     return curve, replay, best
 
 
-def _atomic_write(path: Path, write) -> None:
-    with atomic_path(path) as tmp:
-        write(tmp)
-
-
 def merge(folders: list[Path], out: Path) -> None:
     """One results.json (and model.pt, vocab.txt) from runs that trained parts of the models."""
     runs = [json.loads((f / "results.json").read_text()) for f in folders]
@@ -190,15 +185,13 @@ def merge(folders: list[Path], out: Path) -> None:
         results["models"].update(run["models"])
         if "main" in run["models"]:
             state = torch.load(folder / "model.pt", weights_only=True)
-            _atomic_write(out / "model.pt", lambda tmp, state=state: torch.save(state, tmp))
-    vocab = (folders[0] / "vocab.txt").read_text(encoding="utf-8")
-    _atomic_write(out / "vocab.txt", lambda tmp: Path(tmp).write_text(vocab, encoding="utf-8"))
+            with atomic_path(out / "model.pt") as tmp:
+                torch.save(state, tmp)
+    write_atomic(out / "vocab.txt", (folders[0] / "vocab.txt").read_text(encoding="utf-8"))
     results["models"] = {
         name: results["models"][name] for name in VARIANTS if name in results["models"]
     }
-    _atomic_write(
-        out / "results.json", lambda tmp: Path(tmp).write_text(json.dumps(results, indent=1) + "\n")
-    )
+    write_atomic(out / "results.json", json.dumps(results, indent=1) + "\n")
     print(f"merged {', '.join(results['models'])} into {out}")
 
 
@@ -292,16 +285,11 @@ def main(argv=None) -> None:
         }
         if name == "main":
             state = {k: v.contiguous() for k, v in model.state_dict().items()}
-            _atomic_write(args.out / "model.pt", lambda tmp, state=state: torch.save(state, tmp))
+            with atomic_path(args.out / "model.pt") as tmp:
+                torch.save(state, tmp)
         # after every model, so that an interrupted run keeps the models it finished
-        _atomic_write(
-            args.out / "vocab.txt",
-            lambda tmp: Path(tmp).write_text("\n".join(vocab.words) + "\n", encoding="utf-8"),
-        )
-        _atomic_write(
-            args.out / "results.json",
-            lambda tmp: Path(tmp).write_text(json.dumps(results, indent=1) + "\n"),
-        )
+        write_atomic(args.out / "vocab.txt", "\n".join(vocab.words) + "\n")
+        write_atomic(args.out / "results.json", json.dumps(results, indent=1) + "\n")
 
 
 if __name__ == "__main__":
