@@ -1,0 +1,82 @@
+"""attnlib: small, readable attention kernels for the textbook *Attention, by hand and by library*.
+
+Shapes follow PyTorch's legend: ``N`` batch, ``L`` query length, ``S`` key length,
+``E`` model dimension, ``H`` heads, ``D = E / H`` head dimension. The batch dimension is
+optional everywhere. Boolean masks use ``True`` = *may attend*.
+
+``import attnlib`` imports torch and numpy only: keras, matplotlib and pyarrow are imported
+by the functions that need them, when they are called.
+
+**One import path per public name.** Which names are public, and where they are imported from:
+
+* The book's core classes and functions are imported from the top level, and only from there:
+  ``attnlib.softmax``, ``from attnlib import MultiHeadAttention, load_glove``. The modules that
+  define them (``attention``, ``multihead``, ``embeddings``, ``glove``, ``glove_text``,
+  ``similarity``, ``transformer``) are where the code lives and where the API reference groups
+  it, not import paths: everything public in them is here.
+* The *public submodules* are the modules named in ``attnlib.__all__``: ``convert``,
+  ``corpus``, ``decoding``, ``display``, ``efficient``, ``experiment``, ``positions`` and
+  ``tokenizer``. Their names are used through the module (``attnlib.positions.alibi_bias``,
+  ``from attnlib.corpus import WordVocabulary``) and are not repeated at the top level, except
+  ``tokenize``, which is imported from the top level.
+* A module whose name starts with ``_`` is private.
+
+Only this file re-exports: a module imports another module's names to use them, never to offer
+them, and the modules import each other without a cycle (``tests/test_import_graph.py``).
+"""
+
+from attnlib import (
+    convert,
+    corpus,
+    decoding,
+    display,
+    efficient,
+    experiment,
+    positions,
+    tokenizer,
+)
+from attnlib.attention import (
+    SelfAttention,
+    attention_weights,
+    causal_mask,
+    scaled_dot_product_attention,
+    softmax,
+)
+from attnlib.embeddings import Embeddings, UnknownWordError
+from attnlib.glove import GloVe, load_glove
+from attnlib.glove_text import read_glove_text
+from attnlib.multihead import MultiHeadAttention, NaiveMultiHeadAttention
+from attnlib.similarity import cosine_matrix, cosine_similarity
+from attnlib.tokenizer import tokenize
+from attnlib.transformer import LanguageModel, ModelCache, TransformerBlock
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Embeddings",
+    "GloVe",
+    "LanguageModel",
+    "ModelCache",
+    "MultiHeadAttention",
+    "NaiveMultiHeadAttention",
+    "SelfAttention",
+    "TransformerBlock",
+    "UnknownWordError",
+    "attention_weights",
+    "causal_mask",
+    "convert",
+    "corpus",
+    "cosine_matrix",
+    "cosine_similarity",
+    "decoding",
+    "display",
+    "efficient",
+    "experiment",
+    "load_glove",
+    "positions",
+    "read_glove_text",
+    "scaled_dot_product_attention",
+    "softmax",
+    "tokenize",
+    "tokenizer",
+]

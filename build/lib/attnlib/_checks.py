@@ -1,0 +1,371 @@
+"""Input checks shared by the modules: each raises with the argument's name, what was
+expected and what came, so a reader can fix the call from the message alone.
+
+The rules, decided here once for the whole package:
+
+- **Where**: a public function or a module's ``forward`` checks its arguments once, on entry;
+  the private kernels it calls (``_attention``, ``_attend``, ...) trust them and check nothing.
+- **Which exception**: ``TypeError`` when an argument has the wrong *type* (not a tensor, not
+  an ``int``, an integer tensor where a float one is needed, a dtype that differs from the
+  module's); ``ValueError`` when its type is right and its *value* is wrong (a shape, a size
+  below 1, a probability outside ``[0, 1)``, a tensor on another device).
+- **Traceable**: a check reads types, shapes, dtypes and devices, never the values of a tensor,
+  so ``torch.compile(fullgraph=True)`` traces every public entry; the few checks that must read
+  values (token ids within the vocabulary) are skipped under ``torch.compiler.is_compiling()``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+BEYOND_FLOAT32 = "is out of the float32 range (largest 3.4028235e+38)"
+
+
+def shape_str(shape) -> str:
+    """``(2, 7, 12)`` for a ``torch.Size``/tuple, the way the error messages print shapes
+    (``(4,)`` for one dimension, as Python prints a 1-tuple)."""
+    return "(" + ", ".join(str(int(s)) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def check_tensor(name: str, x, ranks: tuple[int, ...]) -> Tensor:
+    """Check that ``x`` is a floating-point tensor whose rank is one of ``ranks``; a
+    ``ranks`` of ``(r, None)`` means ``r`` or more (any number of batch dimensions)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
+    if ranks[-1] is None:
+        if x.dim() < ranks[0]:
+            raise ValueError(
+                f"{name} must be at least {ranks[0]}-D; got {x.dim()}-D with shape "
+                f"{shape_str(x.shape)}"
+            )
+    elif x.dim() not in ranks:
+        want = " or ".join(f"{r}-D" for r in ranks)
+        raise ValueError(f"{name} must be {want}; got {x.dim()}-D with shape {shape_str(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor; got dtype {x.dtype}")
+    return x
+
+
+def check_same_kind(**tensors: Tensor) -> None:
+    """Check that the tensors share one dtype and one device (PyTorch would raise deep inside
+    a matrix product, naming neither argument)."""
+    (first, t0), *rest = tensors.items()
+    for name, t in rest:
+        if t.dtype != t0.dtype:
+            raise TypeError(
+                f"{first} and {name} must have the same dtype; got {first} {t0.dtype} and "
+                f"{name} {t.dtype} (convert one with .to({t0.dtype}))"
+            )
+        if t.device != t0.device:
+            raise ValueError(
+                f"{first} and {name} must be on the same device; got {first} on {t0.device} "
+                f"and {name} on {t.device}"
+            )
+
+
+def _and(items: list[str]) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def check_batch_broadcast(**tensors: Tensor) -> None:
+    """The batch dimensions (all but the last two) of the named tensors broadcast together;
+    else a ValueError naming each tensor with its shape."""
+    try:
+        torch.broadcast_shapes(*(t.shape[:-2] for t in tensors.values()))
+    except RuntimeError:
+        shapes = [f"{name} {shape_str(t.shape)}" for name, t in tensors.items()]
+        raise ValueError(
+            f"{_and(list(tensors))} batch dimensions must broadcast; got {_and(shapes)}"
+        ) from None
+
+
+def check_qk(query: Tensor, key: Tensor) -> None:
+    """``query (..., L, d_k)`` and ``key (..., S, d_k)`` can be multiplied: float tensors of one
+    kind, the same ``d_k >= 1``, batch dimensions that broadcast."""
+    check_tensor("query", query, (2, None))
+    check_tensor("key", key, (2, None))
+    check_same_kind(query=query, key=key)
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"query and key must have the same last dimension d_k; got query "
+            f"{shape_str(query.shape)} (d_k={query.shape[-1]}) and key {shape_str(key.shape)} "
+            f"(d_k={key.shape[-1]})"
+        )
+    if query.shape[-1] == 0:
+        raise ValueError(f"query and key must have d_k >= 1; got query {shape_str(query.shape)}")
+    check_batch_broadcast(query=query, key=key)
+
+
+def check_value(query: Tensor, key: Tensor, value: Tensor) -> None:
+    """``value (..., S, d_v)`` has one row per key and batch dimensions that broadcast."""
+    check_tensor("value", value, (2, None))
+    check_same_kind(query=query, value=value)
+    if value.shape[-2] != key.shape[-2]:
+        raise ValueError(
+            f"value must have one row per key, shape (..., S={key.shape[-2]}, d_v); "
+            f"got {shape_str(value.shape)}"
+        )
+    check_batch_broadcast(query=query, key=key, value=value)
+
+
+def _is_real(x) -> bool:
+    """A Python real number (``int`` or ``float``, not ``bool``)."""
+    return not isinstance(x, bool) and isinstance(x, (int, float))
+
+
+def check_dropout(name: str, p) -> float:
+    """``p`` is a probability in ``[0, 1)``, returned as a ``float``: TypeError if it is not a
+    real number, ValueError if it is outside ``[0, 1)``."""
+    if not _is_real(p):
+        raise TypeError(f"{name} must be a probability in [0, 1); got {p!r}")
+    if not 0 <= p < 1:
+        raise ValueError(f"{name} must be a probability in [0, 1); got {p!r}")
+    return float(p)
+
+
+def check_positive_int(name: str, n) -> int:
+    """``n`` is an ``int`` (not a ``bool``; a traced size ``torch.SymInt`` too) and at least 1:
+    TypeError if it is not an integer, ValueError if it is below 1."""
+    if isinstance(n, bool) or not isinstance(n, (int, torch.SymInt)):
+        raise TypeError(f"{name} must be a positive integer; got {n!r}")
+    if n < 1:
+        raise ValueError(f"{name} must be a positive integer; got {n!r}")
+    return n
+
+
+def check_real(name: str, x, what: str, ok) -> float:
+    """``x`` is a finite real number for which ``ok(x)`` holds; ``what`` says which, e.g.
+    ``"a number > 1"``. TypeError if ``x`` is not a real number, ValueError otherwise."""
+    if not _is_real(x):
+        raise TypeError(f"{name} must be {what}; got {x!r}")
+    if not ok(x):
+        raise ValueError(f"{name} must be {what}; got {x!r}")
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be finite; got {x!r}")
+    return float(x)
+
+
+def check_dim(name: str, dim, ndim: int) -> int:
+    """``dim`` indexes one of the ``ndim`` dimensions of ``name`` (negative counts from the end);
+    returned as the non-negative index."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"dim must be an int; got {type(dim).__name__} {dim!r}")
+    if not -ndim <= dim < ndim:
+        raise ValueError(
+            f"dim must be in [{-ndim}, {ndim - 1}] for the {ndim}-D {name}; got {dim}"
+            if ndim
+            else f"dim must index a dimension of {name}, which is 0-D; got {dim}"
+        )
+    return dim % ndim
+
+
+def check_floating_dtype(name: str, dtype) -> torch.dtype:
+    """``dtype`` is a floating-point ``torch.dtype``."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating-point torch.dtype; got {dtype!r}")
+    return dtype
+
+
+def check_module_input(name: str, x: Tensor, weight: Tensor) -> None:
+    """An input must have its module's dtype and be on its module's device (PyTorch would raise
+    inside ``F.linear``, or, for a module on the ``meta`` device, return memory that holds
+    nothing)."""
+    if x.dtype != weight.dtype:
+        raise TypeError(
+            f"{name} has dtype {x.dtype} but the module's weights are {weight.dtype}; convert "
+            f"the input (x.to({weight.dtype})) or the module (module.to({x.dtype}))"
+        )
+    if x.device != weight.device:
+        hint = (
+            " (a module on the meta device has no values: give it weights with "
+            "module.to_empty(device=...) and initialise or load them)"
+            if weight.device.type == "meta"
+            else ""
+        )
+        raise ValueError(
+            f"{name} is on {x.device} but the module's weights are on {weight.device}; move "
+            f"the input (x.to({str(weight.device)!r})) or the module{hint}"
+        )
+
+
+def check_scale(scale) -> float | None:
+    """``None`` or a finite real number (a Python number or a 0-D tensor)."""
+    if scale is None:
+        return None
+    if isinstance(scale, Tensor) and scale.dim() == 0 and scale.is_floating_point():
+        scale = scale.item()
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise TypeError(
+            f"scale must be a real number or None; got {type(scale).__name__} {scale!r}"
+        )
+    if not math.isfinite(scale):
+        raise ValueError(f"scale must be finite; got {scale!r}")
+    return float(scale)
+
+
+def check_mask(mask, target: tuple[int, ...], allowed: str, device=None) -> Tensor:
+    """Check that ``mask`` is boolean or floating point, broadcasts to ``target`` (the
+    scores' shape) and, if ``device`` is given, lies on it (the query's device).
+
+    ``allowed`` spells the accepted shapes for the message, e.g. ``"(L, S) or (N, L, S)"``.
+    """
+    if not isinstance(mask, Tensor):
+        raise TypeError(
+            f"mask must be a torch.Tensor, boolean (True = may attend) or floating point "
+            f"(added to the scores); got {type(mask).__name__}"
+        )
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(
+            f"mask must be boolean (True = may attend) or floating point (added to the scores, "
+            f"-inf = blocked); got dtype {mask.dtype}. Convert a 0/1 mask with `mask.bool()`, "
+            "a PyTorch attn_mask (True = blocked) with `~attn_mask`"
+        )
+    ok = 1 <= mask.dim() <= len(target) and all(
+        m in (1, t) for m, t in zip(reversed(mask.shape), reversed(target))
+    )
+    if not ok:  # e.g. a key-padding mask (N, 1, S) broadcasts over the queries: accepted
+        raise ValueError(
+            f"mask must have shape {allowed} = {shape_str(target)} "
+            f"(broadcastable); got {shape_str(mask.shape)}"
+        )
+    if device is not None and mask.device != device:
+        raise ValueError(f"mask must be on the device of query, {device}; got {mask.device}")
+    return mask
+
+
+def apply_mask(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """Scores with ``mask`` applied, as ``F.scaled_dot_product_attention``'s ``attn_mask``:
+    a boolean mask sets the blocked scores (``False``) to ``-inf``; a float mask is added
+    (cast to the scores' dtype)."""
+    if mask is None:
+        return scores
+    if mask.dtype == torch.bool:
+        return scores.masked_fill(~mask, -math.inf)
+    mask = mask.to(scores.dtype)
+    # -inf must block whatever the score is (a score of +inf or NaN would give NaN)
+    return torch.where(mask == -math.inf, -math.inf, scores + mask)
+
+
+def weighted_sum(weights: Tensor, value: Tensor) -> Tensor:
+    """``weights @ value``, except that a value row with zero weight never touches the output:
+    a blocked key whose value holds ``inf`` or NaN would otherwise give ``0 * inf = NaN``.
+
+    In eager mode the exact path runs only when ``value`` is not all finite (a test of the
+    values); under ``torch.compile`` it always runs, so that nothing branches on them."""
+    if torch.compiler.is_compiling() or (value.numel() and not torch.isfinite(value).all()):
+        return _exact_weighted_sum(weights, value)
+    return weights @ value  # (..., L, d_v)
+
+
+def _exact_weighted_sum(weights: Tensor, value: Tensor) -> Tensor:
+    """``weights @ value`` with the non-finite values of ``value`` counted only where their
+    weight is not 0 (weights are >= 0, as a softmax's): the finite part by one product, then
+    ``+inf``, ``-inf`` or NaN wherever a weighted non-finite value reaches an output, as IEEE
+    addition gives them (``inf + -inf`` and NaN give NaN)."""
+    finite = torch.isfinite(value)
+    out = weights @ torch.where(finite, value, 0.0)  # (..., L, d_v)
+    used = (weights != 0).to(value.dtype)  # (..., L, S)
+    pos = (used @ (value == math.inf).to(value.dtype)) > 0  # (..., L, d_v)
+    neg = (used @ (value == -math.inf).to(value.dtype)) > 0
+    nan = ((used @ value.isnan().to(value.dtype)) > 0) | (pos & neg)
+    out = torch.where(pos, math.inf, torch.where(neg, -math.inf, out))
+    return torch.where(nan, math.nan, out)
+
+
+def attends_somewhere(mask: Tensor) -> Tensor:
+    """``(..., L, 1)`` boolean: does each query row of ``mask`` leave at least one key?
+    (For a float mask: at least one entry that is not ``-inf``.)"""
+    allowed = mask if mask.dtype == torch.bool else mask != -math.inf
+    return allowed.any(dim=-1, keepdim=True)
+
+
+def repr_options(*options: tuple[str, object, object]) -> str:
+    """``", name=value"`` for each ``(name, value, default)`` whose value is not the default:
+    the optional part of a module's ``extra_repr``."""
+    return "".join(f", {name}={value}" for name, value, default in options if value != default)
+
+
+def short_repr(value, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters for an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def as_words(name: str, words) -> list[str]:
+    """``words`` as a list of ``str``, or a TypeError naming the first item that is not."""
+    if isinstance(words, str):
+        raise TypeError(f"{name} must be a sequence of str, not one str; got {short_repr(words)}")
+    try:
+        words = list(words)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of str; got {type(words).__name__}") from None
+    try:
+        "".join(words)  # a fast check that every item is a str
+    except TypeError:
+        i, bad = next((i, w) for i, w in enumerate(words) if not isinstance(w, str))
+        raise TypeError(
+            f"{name} must all be str; got {type(bad).__name__} {short_repr(bad)} at position {i}"
+        ) from None
+    return words
+
+
+def as_matrix(name: str, vectors) -> np.ndarray:
+    """``vectors`` as a 2-D NumPy array of real numbers with at least one column, without
+    copying an array (a read-only memory map stays one)."""
+    if isinstance(vectors, Tensor):
+        if vectors.is_complex() or vectors.dtype == torch.bool:
+            raise TypeError(f"{name} must hold real numbers; got dtype {vectors.dtype}")
+        vectors = vectors.detach().cpu()
+        if vectors.dtype not in (torch.float32, torch.float64, torch.float16):
+            vectors = vectors.float()  # bfloat16 and integers: NumPy has no bfloat16
+        array = vectors.numpy()
+    elif isinstance(vectors, np.ndarray):
+        array = vectors
+    elif isinstance(vectors, (str, bytes)):
+        raise ValueError(f"{name} must be a 2-D array (V, D); got {type(vectors).__name__}")
+    else:
+        try:
+            array = np.asarray(vectors)
+        except ValueError:  # NumPy refuses rows of different lengths
+            raise ValueError(
+                f"{name} must be a 2-D array (V, D); got a ragged nested list"
+            ) from None
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must hold real numbers; got dtype {array.dtype}")
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (V, D); got {shape_str(array.shape)}")
+    if array.shape[1] == 0:
+        raise ValueError(
+            f"{name} must have at least one column, (V, D) with D >= 1; got "
+            f"{shape_str(array.shape)}"
+        )
+    return array
+
+
+def as_path(path) -> Path:
+    """``path`` as a ``Path`` with ``~`` expanded; TypeError for anything but a file name."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(
+            f"path must be a str or os.PathLike; got {type(path).__name__} (pass the file's "
+            "name, not an open file or bytes)"
+        )
+    return Path(path).expanduser()
+
+
+def directory_error(path: Path, expected: str) -> IsADirectoryError:
+    """IsADirectoryError naming a few of the files the directory holds."""
+    try:
+        names = sorted(p.name for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+    except OSError:
+        names = []
+    holds = f", which holds {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"
+    return IsADirectoryError(
+        f"path must be {expected}; got the directory {str(path)!r}{holds if names else ''}"
+    )

@@ -1,0 +1,381 @@
+"""Words of a book, as numbers a language model reads, and the count models it must beat.
+
+The book's language model reads Samuel Butler's prose *Odyssey* (``data/odyssey.txt``,
+cleaned by ``scripts/prepare_texts.py``). This module turns such a text into tokens
+(:func:`word_tokens`, split the way GloVe 6B was), numbers them (:class:`WordVocabulary`, one
+index per word, ``<unk>`` for the rest), and scores held-out text with smoothed n-gram counts
+(:class:`NGramModel`), the baseline any neural language model must beat.
+
+Perplexity is the exponential of the mean negative log-likelihood per token:
+
+.. math::
+
+    \\operatorname{PPL} = \\exp\\Big(-\\frac{1}{T}\\sum_{t=1}^{T} \\log p(w_t \\mid w_{<t})\\Big)
+
+A model that spreads its belief evenly over ``k`` words has perplexity ``k``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from attnlib._checks import as_path, check_positive_int
+
+__all__ = [
+    "NGramModel",
+    "WordVocabulary",
+    "batches",
+    "perplexity",
+    "read_books",
+    "word_tokens",
+]
+
+UNK = "<unk>"  #: the token of every word outside the vocabulary (index 0)
+
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+# "don't" -> "do" "n't", "father's" -> "father" "'s" (as GloVe's tokenizer), words and numbers
+# whole, every other character a token of its own
+_TOKEN = re.compile(r"[a-z]+(?=n't\b)|n't\b|'s\b|[a-z0-9]+|[^\sa-z0-9]")
+_BOOK = re.compile(r"^BOOK ([IVXLC]+)$", re.MULTILINE)
+
+
+def word_tokens(text: str) -> list[str]:
+    """Split text into lower-case tokens the way GloVe 6B's vocabulary has them.
+
+    Words and numbers are tokens, every punctuation mark is one (``"ship,"`` gives ``"ship"``
+    and ``","``), curly quotes become straight ones, and ``n't`` and ``'s`` are split off as
+    Stanford's tokenizer (which GloVe was trained on) does. Unlike :func:`attnlib.tokenize`,
+    which splits at white space only, this reads running text.
+
+    Args:
+        text: the text.
+
+    Returns:
+        The list of tokens (empty for a text without any).
+
+    Raises:
+        TypeError: if ``text`` is not a ``str``.
+
+    Example:
+        >>> word_tokens("Now, however, I must go back to my ship and to my crew, who won’t wait.")
+        ['now', ',', 'however', ',', 'i', 'must', 'go', 'back', 'to', 'my', 'ship', 'and', \
+'to', 'my', 'crew', ',', 'who', 'wo', "n't", 'wait', '.']
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str; got {type(text).__name__}")
+    return _TOKEN.findall(text.lower().translate(_QUOTES))
+
+
+def read_books(path: str | Path) -> dict[str, str]:
+    """The books of a text written by ``scripts/prepare_texts.py``, by their Roman numeral.
+
+    Each book starts with a line ``BOOK I``, ``BOOK II``, ...; its paragraphs follow, one per
+    line.
+
+    Args:
+        path: a cleaned text, such as ``data/odyssey.txt``.
+
+    Returns:
+        ``{"I": text of book I, "II": ..., ...}`` in the file's order.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        ValueError: if the file has no ``BOOK`` line.
+
+    Example:
+        >>> books = read_books("data/odyssey.txt")  # from the book's folder
+        >>> len(books), books["I"][:31]
+        (24, 'Tell me, O Muse, of that ingeni')
+    """
+    path = as_path(path)
+    text = path.read_text(encoding="utf-8")
+    heads = list(_BOOK.finditer(text))
+    if not heads:
+        raise ValueError(f"{path} must contain book headings such as 'BOOK I' on their own line")
+    ends = [h.start() for h in heads[1:]] + [len(text)]
+    return {h.group(1): text[h.end() : end].strip() for h, end in zip(heads, ends)}
+
+
+class WordVocabulary:
+    """Word <-> index tables for a language model: ``<unk>`` is 0, then the words.
+
+    Args:
+        words: the words, in index order from 1 (without ``<unk>``); no repeats.
+
+    Attributes:
+        words: ``["<unk>", word 1, ...]``, the word of each index.
+        index: ``{word: index}``.
+
+    Raises:
+        ValueError: if ``words`` repeats a word or contains ``<unk>``.
+
+    Example:
+        >>> vocab = WordVocabulary(["the", "ship", ","])
+        >>> vocab.encode(["the", "black", "ship"])
+        tensor([1, 0, 2])
+        >>> vocab.decode(torch.tensor([1, 2, 3]))
+        'the ship,'
+    """
+
+    def __init__(self, words: Sequence[str]):
+        words = list(words)
+        if UNK in words:
+            raise ValueError(f"words must not contain {UNK!r}: it is index 0 already")
+        self.words = [UNK, *words]
+        self.index = {w: i for i, w in enumerate(self.words)}
+        if len(self.index) != len(self.words):
+            seen = Counter(self.words)
+            raise ValueError(f"words must not repeat; got {[w for w, c in seen.items() if c > 1]}")
+
+    @classmethod
+    def from_tokens(
+        cls,
+        tokens: Iterable[str],
+        *,
+        max_size: int | None = None,
+        min_count: int = 1,
+        known: Iterable[str] | None = None,
+    ) -> WordVocabulary:
+        """The most frequent tokens, most frequent first (ties in alphabetical order).
+
+        Args:
+            tokens: the training text's tokens.
+            max_size: keep at most this many words (plus ``<unk>``), ``>= 0``.
+            min_count: keep words seen at least this often, ``>= 1``.
+            known: keep only words in this collection (e.g. the GloVe vocabulary), so that
+                every word has a pretrained vector.
+        """
+        if max_size is not None and (
+            isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0
+        ):
+            raise ValueError(f"max_size must be an integer >= 0 or None; got {max_size!r}")
+        check_positive_int("min_count", min_count)
+        counts = Counter(tokens)
+        if known is not None and not hasattr(known, "__contains__"):
+            known = set(known)  # a one-shot iterable: read it once
+        ranked = sorted(
+            (w for w, c in counts.items() if c >= min_count and (known is None or w in known)),
+            key=lambda w: (-counts[w], w),
+        )
+        return cls(ranked[:max_size] if max_size is not None else ranked)
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __repr__(self) -> str:
+        return f"WordVocabulary({len(self)} words with {UNK})"
+
+    def encode(self, tokens: Iterable[str]) -> Tensor:
+        """Indices of the tokens, ``(T,)`` long; unknown tokens give 0 (``<unk>``)."""
+        return torch.tensor([self.index.get(t, 0) for t in tokens], dtype=torch.long)
+
+    def decode(self, ids: Tensor | Iterable[int]) -> str:
+        """The words of ``ids`` joined by spaces, with no space before punctuation."""
+        ids = ids.reshape(-1).tolist() if isinstance(ids, Tensor) else [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < len(self.words)]
+        if bad:
+            raise ValueError(f"ids must be in 0..{len(self.words) - 1}; got {bad[:5]}")
+        text = " ".join(self.words[i] for i in ids)
+        return re.sub(r" ([,.;:!?)]|n't|'s)", r"\1", text)
+
+
+class NGramModel:
+    """An interpolated Kneser–Ney n-gram model of token ids (Chen and Goodman, 1998).
+
+    The probability of a word after the context ``u`` (the last ``n - 1`` tokens) mixes the
+    discounted count of ``u w`` with the shorter context's probability:
+
+    .. math::
+
+        p(w \\mid u) = \\frac{\\max(c(u w) - \\delta, 0)}{c(u)} + \\frac{\\delta\\, N_{1+}(u
+        \\,\\bullet)}{c(u)}\\, p(w \\mid u'), \\qquad p(w) = \\frac{N_{1+}(\\bullet\\, w) +
+        1}{N_{1+}(\\bullet\\,\\bullet) + V}
+
+    where ``u'`` drops the oldest word of ``u``, ``N_{1+}(u •)`` counts the distinct words
+    seen after ``u``, and the lower orders count *how many contexts* a word follows rather
+    than how often it occurs (Kneser–Ney's continuation counts), with one added so that every
+    word of the vocabulary has a probability. ``n = 1`` is the add-one unigram model
+    ``(c(w) + 1) / (T + V)``.
+
+    Args:
+        ids: the training tokens, a 1-D tensor or sequence of ints in ``0 .. V-1``.
+        n: the order (1 unigram, 2 bigram, 3 trigram, ...).
+        vocab_size: ``V``.
+        discount: ``delta`` in ``(0, 1)``.
+
+    Raises:
+        ValueError: if ``n`` or ``vocab_size`` is not a positive integer, ``discount`` is not in
+            ``(0, 1)``, or an id is outside ``0 .. V-1``.
+
+    Example:
+        >>> lm = NGramModel([1, 2, 1, 2, 1, 3], n=2, vocab_size=4)
+        >>> round(lm.prob(2, (1,)), 3), round(lm.prob(3, (1,)), 3)
+        (0.56, 0.226)
+    """
+
+    def __init__(self, ids, n: int, vocab_size: int, discount: float = 0.75):
+        check_positive_int("n", n)
+        check_positive_int("vocab_size", vocab_size)
+        if not 0 < discount < 1:
+            raise ValueError(f"discount must be in (0, 1); got {discount!r}")
+        ids = ids.tolist() if isinstance(ids, Tensor) else list(ids)
+        if ids and (min(ids) < 0 or max(ids) >= vocab_size):
+            raise ValueError(f"ids must be in 0..{vocab_size - 1}; got {min(ids)}..{max(ids)}")
+        self.n, self.vocab_size, self.discount = n, vocab_size, float(discount)
+        self.tokens = len(ids)
+        # counts[k][(context, w)] for contexts of length k; the highest order counts
+        # occurrences, the lower ones continuation counts (distinct left neighbours)
+        grams = [Counter() for _ in range(n)]
+        for k in range(n):
+            grams[k].update(tuple(ids[i - k : i + 1]) for i in range(k, len(ids)))
+        self.counts = [Counter() for _ in range(n)]
+        self.counts[n - 1] = grams[n - 1]
+        for k in range(n - 1):
+            self.counts[k] = Counter(g[1:] for g in grams[k + 1])  # N1+(. g)
+        if n == 1:
+            self.counts[0] = grams[0]
+        self.context_total = [Counter() for _ in range(n)]  # sum over w of counts[k][u w]
+        self.context_types = [Counter() for _ in range(n)]  # N1+(u .)
+        for k in range(n):
+            for gram, c in self.counts[k].items():
+                self.context_total[k][gram[:-1]] += c
+                self.context_types[k][gram[:-1]] += 1
+
+    def prob(self, word: int, context: Sequence[int] = ()) -> float:
+        """``p(word | context)``; only the last ``n - 1`` tokens of ``context`` are read.
+
+        ``word`` and ``context`` may be ints or integer tensors, in ``0 .. V-1``.
+        """
+        word = int(word)
+        context = tuple(int(c) for c in context)[-(self.n - 1) :] if self.n > 1 else ()
+        if not 0 <= word < self.vocab_size or any(not 0 <= c < self.vocab_size for c in context):
+            raise ValueError(
+                f"word and context must be in 0..{self.vocab_size - 1}; got {word}, {context}"
+            )
+        unigrams = self.counts[0]
+        p = (unigrams[(word,)] + 1) / (self.context_total[0][()] + self.vocab_size)
+        for k in range(1, len(context) + 1):
+            u = context[len(context) - k :]
+            total = self.context_total[k][u]
+            if total == 0:
+                continue  # unseen context: keep the lower order's probability
+            c = self.counts[k][(*u, word)]
+            p = (
+                max(c - self.discount, 0) / total
+                + self.discount * self.context_types[k][u] / total * p
+            )
+        return p
+
+    def perplexity(self, ids) -> float:
+        """Perplexity of the tokens ``ids`` (each predicted from the ones before it)."""
+        ids = ids.tolist() if isinstance(ids, Tensor) else list(ids)
+        if not ids:
+            raise ValueError("ids must hold at least one token to score")
+        nll = -sum(
+            math.log(self.prob(w, ids[max(0, t - self.n + 1) : t])) for t, w in enumerate(ids)
+        )
+        return math.exp(nll / len(ids))
+
+
+def batches(ids: Tensor, context: int, batch_size: int, generator: torch.Generator):
+    """One random training batch: ``batch_size`` windows of ``context + 1`` tokens.
+
+    Args:
+        ids: the training tokens, ``(T,)`` with ``T > context``.
+        context: the window length ``L``.
+        batch_size: ``N``.
+        generator: draws the window starts (seed it to make training repeatable).
+
+    Returns:
+        ``(inputs, targets)``, both ``(batch_size, context)`` long tensors: ``targets`` is
+        ``inputs`` shifted by one token, so position ``t`` learns to predict the token after it.
+
+    Raises:
+        ValueError: if ``ids`` is not 1-D with more than ``context`` tokens.
+
+    Example:
+        >>> x, y = batches(torch.arange(10), 4, 2, torch.Generator().manual_seed(0))
+        >>> x, y
+        (tensor([[2, 3, 4, 5],
+                [3, 4, 5, 6]]), tensor([[3, 4, 5, 6],
+                [4, 5, 6, 7]]))
+    """
+    check_positive_int("context", context)
+    check_positive_int("batch_size", batch_size)
+    if ids.dim() != 1 or ids.numel() <= context:
+        raise ValueError(
+            f"ids must be 1-D with more than context={context} tokens; got {ids.shape}"
+        )
+    starts = torch.randint(0, ids.numel() - context, (batch_size,), generator=generator)
+    rows = starts.unsqueeze(1) + torch.arange(context + 1)  # (N, L + 1)
+    window = ids[rows]  # (N, L + 1)
+    return window[:, :-1], window[:, 1:]
+
+
+@torch.no_grad()
+def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> float:
+    """Perplexity of a language model on the tokens ``ids``, read in windows of ``context``.
+
+    Windows of ``context`` tokens start every ``stride`` tokens (default ``context // 2``, at
+    least 1);
+    each token is scored once, in the first window that scores it after the overlap, so that
+    (except at the very start) every token is predicted from at least ``context - stride``
+    tokens before it. The model runs in eval mode and is put back in its mode afterwards.
+
+    Args:
+        model: called as ``model(ids (1, L))`` -> ``(logits (1, L, V), ...)``, as
+            :class:`attnlib.LanguageModel`.
+        ids: ``(T,)`` token ids, ``T >= 2``.
+        context: the window length, at most the model's ``max_len``.
+        stride: how far apart windows start, ``1 .. context``.
+
+    Returns:
+        ``exp`` of the mean negative log-likelihood of tokens ``1 .. T-1``.
+
+    Raises:
+        ValueError: if ``ids`` is not 1-D with at least two tokens, or ``stride`` is not in
+            ``1 .. context``.
+
+    Example:
+        >>> from attnlib import LanguageModel
+        >>> _ = torch.manual_seed(0)
+        >>> lm = LanguageModel(50, 12, 3, 1, max_len=16)
+        >>> ids = torch.randint(0, 50, (40,))
+        >>> round(perplexity(lm, ids, context=16), 1)  # untrained: about V = 50
+        50.9
+    """
+    check_positive_int("context", context)
+    stride = max(1, context // 2) if stride is None else stride
+    if not 1 <= stride <= context:
+        raise ValueError(f"stride must be in 1..context={context}; got {stride}")
+    if ids.dim() != 1 or ids.numel() < 2:
+        raise ValueError(f"ids must be 1-D with at least 2 tokens; got shape {tuple(ids.shape)}")
+    ids = ids.long()
+    was_training = model.training
+    model.eval()
+    try:
+        total, count, scored = 0.0, 0, 0  # tokens 1..scored are scored
+        T = ids.numel()
+        start = 0
+        while scored < T - 1:
+            end = min(start + context + 1, T)
+            window = ids[start:end]  # (L + 1,)
+            logits = model(window[:-1].unsqueeze(0))[0][0]  # (L, V)
+            nll = torch.nn.functional.cross_entropy(
+                logits.double(), window[1:], reduction="none"
+            )  # (L,)
+            new = end - 1 - scored  # the last `new` targets are not scored yet
+            total += nll[-new:].sum().item()
+            count += new
+            scored = end - 1
+            start += stride
+        return math.exp(total / count)
+    finally:
+        model.train(was_training)

@@ -1,0 +1,474 @@
+"""Multi-head attention, fused and naive.
+
+.. math::
+
+    \\begin{aligned}
+    \\operatorname{MultiHead}(Q, K, V) &= \\operatorname{Concat}(\\operatorname{head}_1, \\dots,
+        \\operatorname{head}_H)\\, W_O, \\\\
+    \\operatorname{head}_h &= \\operatorname{Attention}(Q W_Q^{(h)}, K W_K^{(h)}, V W_V^{(h)})
+    \\end{aligned}
+
+:class:`MultiHeadAttention` projects once per Q/K/V with ``E x E`` matrices and reshapes to
+heads (as ``torch.nn.MultiheadAttention``, nanoGPT and Keras do);
+:class:`NaiveMultiHeadAttention` keeps a list of :class:`attnlib.SelfAttention` heads (seed
+000). Both hold the same numbers: :func:`attnlib.convert.naive_from_fused` moves weights.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attnlib._checks import (
+    check_dropout,
+    check_mask,
+    check_module_input,
+    check_positive_int,
+    check_tensor,
+    repr_options,
+    shape_str,
+)
+from attnlib.attention import SelfAttention, _attend
+from attnlib.decoding import KVCache
+from attnlib.positions import _rotary, alibi_slopes
+
+POSITIONS = (None, "rope", "alibi")  # what MultiHeadAttention(positions=...) accepts
+
+__all__ = ["MultiHeadAttention", "NaiveMultiHeadAttention"]
+
+
+def _check_dims(embed_dim: int, num_heads: int, head_dim: int | None) -> int:
+    check_positive_int("embed_dim", embed_dim)
+    check_positive_int("num_heads", num_heads)
+    if head_dim is not None:
+        return check_positive_int("head_dim", head_dim)
+    if embed_dim % num_heads:
+        raise ValueError(
+            f"embed_dim must be divisible by num_heads; got embed_dim={embed_dim}, "
+            f"num_heads={num_heads} (embed_dim % num_heads = {embed_dim % num_heads}); or give "
+            "head_dim explicitly"
+        )
+    return embed_dim // num_heads
+
+
+def _check_cache(cache, key, value, mask, module=None) -> None:
+    """``cache`` is ``None``, or a :class:`KVCache` for a causal self-attention."""
+    if cache is None:
+        return
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be an attnlib.decoding.KVCache; got {type(cache).__name__}")
+    if key is not None or value is not None or mask is not None:
+        raise ValueError(
+            "cache must not be combined with key, value or mask: with a cache, query holds "
+            "the new tokens of a causal self-attention and the cache applies the mask"
+        )
+    if module is not None and (module.kdim, module.vdim) != (module.embed_dim,) * 2:
+        raise ValueError(
+            f"cache needs a self-attention layer, kdim = vdim = embed_dim; got kdim="
+            f"{module.kdim}, vdim={module.vdim}, embed_dim={module.embed_dim}"
+        )
+
+
+def _prepare(module, query, key, value, mask):
+    """Check the inputs of a multi-head forward (once: a tensor passed as query and key is
+    checked once) and give them a batch dimension.
+
+    Returns ``(query, key, value, mask, batched)`` with ``query (N, L, E)``, ``key``
+    ``(N, S, kdim)``, ``value (N, S, vdim)`` and ``mask`` ``None`` or 4-D, broadcastable to
+    ``(N, H, L, S)``.
+    """
+    key = query if key is None else key
+    value = key if value is None else value
+    check_tensor("query", query, (2, 3))
+    batched = query.dim() == 3
+    widths = {
+        "query": ("L", "E", module.embed_dim),
+        "key": ("S", "E" if module.kdim == module.embed_dim else "kdim", module.kdim),
+        "value": ("S", "E" if module.vdim == module.embed_dim else "vdim", module.vdim),
+    }
+    checked = []  # a tensor passed twice (self-attention) has its type checked once
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not any(t is u for u in checked):
+            checked.append(t)
+            if t is not query:
+                check_tensor(name, t, (query.dim(),))
+            check_module_input(name, t, module.out_proj.weight)
+        length, letter, width = widths[name]
+        n = f"N={query.shape[0]}, " if batched else ""
+        if t.shape[-1] != width or (batched and t.shape[0] != query.shape[0]):
+            raise ValueError(
+                f"{name} must have shape ({n}{length}, {letter}={width}); got {shape_str(t.shape)}"
+            )
+    if value.shape[-2] != key.shape[-2]:
+        raise ValueError(
+            f"value must have one row per key, S={key.shape[-2]}; got value "
+            f"{shape_str(value.shape)} and key {shape_str(key.shape)}"
+        )
+    if not batched:
+        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)  # (1, ., .)
+    N, L, S = query.shape[0], query.shape[1], key.shape[1]
+    H = module.num_heads
+    if mask is not None:
+        device = query.device
+        if batched:
+            allowed = "(L, S), (N, L, S) or (N, H, L, S)"
+            if isinstance(mask, Tensor) and mask.dim() == 3:  # (N, L, S): check before
+                check_mask(mask, (N, L, S), allowed, device)  # aligning it with (N, H, L, S)
+                mask = mask.unsqueeze(1)  # (N, 1, L, S): the same mask for every head
+            else:
+                check_mask(mask, (N, H, L, S), allowed, device)
+        else:
+            check_mask(mask, (H, L, S), "(L, S) or (H, L, S)", device)
+        mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # 4-D, for F.sdpa
+    return query, key, value, mask, batched
+
+
+def _extra_repr(m) -> str:
+    extra = repr_options(
+        ("kdim", m.kdim, m.embed_dim),
+        ("vdim", m.vdim, m.embed_dim),
+        ("head_dim", m.head_dim, m.embed_dim // m.num_heads),
+        ("dropout", m.dropout, 0.0),
+        ("num_kv_heads", getattr(m, "num_kv_heads", m.num_heads), m.num_heads),
+        ("positions", getattr(m, "positions", None), None),
+    )
+    return f"embed_dim={m.embed_dim}, num_heads={m.num_heads}, bias={m.bias}{extra}"
+
+
+class MultiHeadAttention(nn.Module):
+    """Fused multi-head attention: one ``E x E`` projection each for Q, K, V, split into heads.
+
+    .. math::
+
+        \\begin{aligned}
+        \\operatorname{MultiHead}(X_q, X_k, X_v) &= \\operatorname{Concat}_h\\left(
+            \\operatorname{softmax}\\left(\\frac{Q_h K_h^\\top}{\\sqrt{D}}\\right) V_h\\right) W_O,
+            \\\\
+        Q &= X_q W_Q,\\; K = X_k W_K,\\; V = X_v W_V
+        \\end{aligned}
+
+    where ``Q_h`` is columns ``h*D:(h+1)*D`` of ``Q``. Same numbers as
+    ``torch.nn.MultiheadAttention(E, H, bias=bias, batch_first=True)`` given the same weights
+    (see :func:`attnlib.convert.from_torch`), but returns per-head weights and uses boolean
+    masks with ``True`` = may attend (a float mask is added to the scores, as PyTorch's).
+
+    Everything after ``num_heads`` is keyword-only, and so is everything after ``value`` in
+    ``forward(query, key=None, value=None, *, mask=None, need_weights=True, cache=None)``.
+
+    Args:
+        embed_dim: ``E``, the size of a query vector and of an output vector.
+        num_heads: ``H``; must divide ``E`` unless ``head_dim`` is given.
+        bias: add learned biases to the four projections.
+        kdim, vdim: the sizes of a key and of a value vector, default ``E`` (as
+            ``nn.MultiheadAttention``'s: cross-attention onto inputs of another width).
+        head_dim: ``D``, the size of each head's queries, keys and values; default ``E / H``.
+            Any ``D`` works (Keras' ``key_dim``); the heads then concatenate to ``H * D``.
+        dropout: probability of dropping an attention weight, in training mode only (as
+            ``nn.MultiheadAttention``'s ``dropout``).
+        num_kv_heads: ``G``, the number of key/value heads (grouped-query attention): query
+            head ``h`` uses key/value head ``h // (H / G)``. ``G = H`` (the default) is
+            multi-head attention, ``G = 1`` multi-query attention. ``G`` must divide ``H``.
+        positions: a relative position scheme applied inside the attention: ``"rope"``
+            rotates each head's queries and keys by their positions
+            (:func:`attnlib.positions.rotary_embedding`, ``D`` must be even), ``"alibi"``
+            adds ``-m_h |i - j|`` to head ``h``'s scores
+            (:func:`attnlib.positions.alibi_bias`); ``None`` (the default) adds nothing. Queries
+            sit at positions ``0 .. L-1`` and keys at ``0 .. S-1``; with a ``cache`` at their
+            absolute positions in the sequence decoded so far.
+        rope_base: the wavelength scale of ``"rope"``; 10000 in the paper.
+
+    Attributes:
+        q_proj: ``nn.Linear(E, H*D)``.
+        k_proj: ``nn.Linear(kdim, G*D)``.
+        v_proj: ``nn.Linear(vdim, G*D)``.
+        out_proj: ``nn.Linear(H*D, E)``. With the defaults all four are ``(E, E)``.
+
+    Shape:
+        - ``query``: ``(L, E)`` or ``(N, L, E)``; ``key``: ``(S, kdim)`` or ``(N, S, kdim)``;
+          ``value``: ``(S, vdim)`` or ``(N, S, vdim)`` (``key`` defaults to ``query``,
+          ``value`` to ``key``; ``S`` may differ from ``L``, and may be 0).
+        - ``mask``: boolean, ``True`` = may attend, or floating point, added to the scores
+          (``-inf`` = blocked; e.g. :func:`attnlib.positions.alibi_bias`); ``(L, S)``,
+          ``(N, L, S)`` or ``(N, H, L, S)`` (unbatched: ``(L, S)`` or ``(H, L, S)``).
+        - output: ``(L, E)`` or ``(N, L, E)``; weights: ``(H, L, S)`` or ``(N, H, L, S)``,
+          or ``None`` with ``need_weights=False``.
+        - with ``cache=`` (a :class:`attnlib.decoding.KVCache`): ``query`` holds only the new
+          tokens ``(N, L_new, E)``; ``S`` is the number of positions the cache keeps plus
+          ``L_new``; no ``key``, ``value`` or ``mask`` (the cache applies the causal mask).
+
+    Raises:
+        ValueError: if ``embed_dim`` (``E``) is not divisible by ``num_heads`` (``H``) and no
+            ``head_dim`` is given, ``num_kv_heads`` (``G``) does not divide ``H``, a size is below
+            1, ``dropout`` is not in ``[0, 1)``, ``query``, ``key`` or ``value`` has the wrong rank
+            or size, an input or ``mask`` is not on the module's device (a module on the ``meta``
+            device has no values), ``mask`` has the wrong shape, ``cache`` is combined with
+            ``key``, ``value`` or ``mask``, or ``positions`` is not one of ``None``, ``"rope"``,
+            ``"alibi"`` (``"rope"`` with an odd ``D``).
+        TypeError: if a size is not an ``int``, ``dropout`` not a number, ``query``, ``key`` or
+            ``value`` is not a float tensor or its dtype is not the module's, ``mask`` is neither
+            boolean nor floating point, or ``cache`` is not a
+            :class:`attnlib.decoding.KVCache`.
+
+    An empty batch (``N = 0``) or sequence (``L = 0``, or ``S = 0``: zeros) gives an empty
+    result of the shapes above.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> mha = MultiHeadAttention(12, 3)
+        >>> output, weights = mha(torch.randn(2, 5, 12), torch.randn(2, 7, 12))
+        >>> output.shape, weights.shape
+        (torch.Size([2, 5, 12]), torch.Size([2, 3, 5, 7]))
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        *,
+        bias: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        head_dim: int | None = None,
+        dropout: float = 0.0,
+        num_kv_heads: int | None = None,
+        positions: str | None = None,
+        rope_base: float = 10000.0,
+    ):
+        super().__init__()
+        _init_sizes(self, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout)
+        if positions not in POSITIONS:
+            raise ValueError(f"positions must be one of {POSITIONS}; got {positions!r}")
+        if positions == "rope" and self.head_dim % 2:
+            raise ValueError(
+                f"positions='rope' needs an even head_dim D (features are rotated in pairs); got "
+                f"D={self.head_dim} (embed_dim={embed_dim}, num_heads={num_heads}): choose "
+                "num_heads so that embed_dim / num_heads is even, or give head_dim"
+            )
+        self.positions, self.rope_base = positions, float(rope_base)
+        G = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
+        if num_heads % G:
+            raise ValueError(
+                f"num_kv_heads must divide num_heads; got num_heads={num_heads}, "
+                f"num_kv_heads={G} (num_heads % num_kv_heads = {num_heads % G})"
+            )
+        self.num_kv_heads = G
+        inner = self.num_heads * self.head_dim  # H*D, E by default
+        self.q_proj = nn.Linear(embed_dim, inner, bias=bias)
+        self.k_proj = nn.Linear(self.kdim, G * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(self.vdim, G * self.head_dim, bias=bias)
+        self.out_proj = nn.Linear(inner, embed_dim, bias=bias)
+
+    def _split_heads(self, x: Tensor, heads: int) -> Tensor:
+        N, T, _ = x.shape
+        return x.view(N, T, heads, self.head_dim).transpose(1, 2)  # (N, heads, T, D)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        *,
+        mask: Tensor | None = None,
+        need_weights: bool = True,
+        cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from ``query`` to ``key``/``value``; returns ``(output, weights)``.
+
+        With ``need_weights=False`` the heads go through ``F.scaled_dot_product_attention``
+        (a fused kernel that never returns the weights) and ``weights`` is ``None``. With
+        ``cache=`` (a :class:`attnlib.decoding.KVCache`) ``query`` holds the new tokens of a
+        causal self-attention; their keys and values are appended to the cache, and they
+        attend to every position the cache keeps.
+        """
+        _check_cache(cache, key, value, mask, self)
+        query, key, value, mask, batched = _prepare(self, query, key, value, mask)
+        output, weights = self._forward(query, key, value, mask, need_weights, cache)
+        if not batched:
+            output = output.squeeze(0)  # (L, E)
+            weights = None if weights is None else weights.squeeze(0)  # (H, L, S)
+        return output, weights
+
+    def _forward(self, query, key, value, mask, need_weights, cache):
+        """The layer without the checks, on checked inputs with a batch dimension: ``query``
+        ``(N, L, E)``, ``key``/``value`` ``(N, S, .)``, ``mask`` ``None`` or 4-D."""
+        N, L, _ = query.shape
+        G = self.num_kv_heads
+        q = self._split_heads(self.q_proj(query), self.num_heads)  # (N, H, L, D)
+        k = self._split_heads(self.k_proj(key), G)  # (N, G, S, D)
+        v = self._split_heads(self.v_proj(value), G)  # (N, G, S, D)
+        if cache is not None:
+            q_pos = torch.arange(cache.length, cache.length + L, device=q.device)  # (L,)
+            if self.positions == "rope":  # the new keys sit where the new queries sit
+                q, k = self._rotate(q, q_pos), self._rotate(k, q_pos)
+            k, v, k_pos = cache.update(k, v)  # (N, G, S_kept + L, D) each; (S,)
+            mask = cache.mask(k_pos, L).view(1, 1, L, -1)  # (1, 1, L, S): causal (+ window)
+        elif self.positions is not None:
+            q_pos = torch.arange(L, device=q.device)  # (L,)
+            k_pos = torch.arange(k.shape[2], device=q.device)  # (S,)
+            if self.positions == "rope":
+                q, k = self._rotate(q, q_pos), self._rotate(k, k_pos)
+        if self.positions == "alibi":
+            mask = self._alibi(q_pos, k_pos, mask)  # (N or 1, H, L, S), float
+        dropout_p = self.dropout if self.training else 0.0
+        heads, weights = _attend(
+            q, k, v, mask, dropout_p, need_weights, enable_gqa=G != self.num_heads
+        )  # (N, H, L, D), (N, H, L, S) or None
+        inner = self.num_heads * self.head_dim  # (not -1: an empty batch has no size to infer)
+        heads = heads.transpose(1, 2).reshape(N, L, inner)  # (N, L, H, D) -> (N, L, H*D)
+        return self.out_proj(heads), weights  # (N, L, E), (N, H, L, S) or None
+
+    def _rotate(self, x: Tensor, positions: Tensor) -> Tensor:
+        return _rotary(x, positions, self.rope_base)  # (N, heads, T, D)
+
+    def _alibi(self, q_pos: Tensor, k_pos: Tensor, mask: Tensor | None) -> Tensor:
+        """ALiBi's bias ``-m_h |i - j|`` for queries at ``q_pos`` and keys at ``k_pos``, with
+        ``mask`` applied: ``-inf`` where a boolean mask blocks, a float mask added."""
+        slopes = alibi_slopes(self.num_heads).to(q_pos.device)  # (H,)
+        distance = (q_pos.unsqueeze(1) - k_pos.unsqueeze(0)).abs()  # (L, S)
+        bias = -slopes.view(1, -1, 1, 1) * distance  # (1, H, L, S)
+        if mask is None:
+            return bias
+        if mask.dtype == torch.bool:
+            return bias.masked_fill(~mask, float("-inf"))  # (N or 1, H, L, S)
+        return bias + mask  # -inf stays -inf
+
+    def extra_repr(self) -> str:
+        return _extra_repr(self)
+
+
+class NaiveMultiHeadAttention(nn.Module):
+    """Multi-head attention as a list of heads (seed 000): ``H`` independent
+    :class:`attnlib.SelfAttention` heads of size ``D = E / H``, concatenated, then ``W_O``.
+
+    .. math::
+
+        \\operatorname{MultiHead}(X) = \\operatorname{Concat}(\\operatorname{head}_1(X),
+        \\dots, \\operatorname{head}_H(X))\\, W_O
+
+    Slower than :class:`MultiHeadAttention` (one small matrix product per head) but each head
+    is visible as a module. Same arguments, shapes and errors as :class:`MultiHeadAttention`;
+    with ``need_weights=False`` each head takes ``F.scaled_dot_product_attention``'s fast path.
+
+    Args:
+        embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout: as
+            :class:`MultiHeadAttention` (everything after ``num_heads`` keyword-only).
+
+    Attributes:
+        heads: ``nn.ModuleList`` of ``H`` ``SelfAttention(E, head_dim=D, bias=bias, kdim=kdim,
+            vdim=vdim, dropout=dropout)``.
+        out_proj: ``nn.Linear(H*D, E)``.
+
+    Shape:
+        As :class:`MultiHeadAttention`: ``query`` ``(L, E)`` or ``(N, L, E)``; ``key``
+        ``(S, kdim)``, ``value`` ``(S, vdim)``, or with a batch dimension ``N``; ``mask``
+        (boolean or float) ``(L, S)``, ``(N, L, S)`` or ``(N, H, L, S)``; output ``(L, E)``
+        or ``(N, L, E)``; weights ``(H, L, S)`` or ``(N, H, L, S)``. With ``cache=`` (a
+        :class:`attnlib.decoding.KVCache`, ``G = H``), as :class:`MultiHeadAttention`.
+
+    Raises:
+        ValueError: as :class:`MultiHeadAttention`.
+        TypeError: as :class:`MultiHeadAttention`.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> mha = NaiveMultiHeadAttention(12, 4)
+        >>> output, weights = mha(torch.randn(5, 12))
+        >>> output.shape, weights.shape
+        (torch.Size([5, 12]), torch.Size([4, 5, 5]))
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        *,
+        bias: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        head_dim: int | None = None,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        _init_sizes(self, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout)
+        self.heads = nn.ModuleList(
+            SelfAttention(
+                embed_dim,
+                head_dim=self.head_dim,
+                bias=bias,
+                kdim=self.kdim,
+                vdim=self.vdim,
+                dropout=self.dropout,
+            )
+            for _ in range(num_heads)
+        )
+        self.out_proj = nn.Linear(num_heads * self.head_dim, embed_dim, bias=bias)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        *,
+        mask: Tensor | None = None,
+        need_weights: bool = True,
+        cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Run every head, concatenate, project; returns ``(output, weights)``.
+
+        With ``need_weights=False`` every head goes through ``F.scaled_dot_product_attention``
+        and ``weights`` is ``None``; ``cache=`` decodes step by step: both as in
+        :meth:`MultiHeadAttention.forward`. The heads' own checks are skipped (the inputs
+        were checked here, once).
+        """
+        _check_cache(cache, key, value, mask, self)
+        query, key, value, mask, batched = _prepare(self, query, key, value, mask)
+        if cache is not None:
+            return self._forward_cached(query, cache, need_weights, batched)
+        if mask is not None:
+            mask = mask.expand(query.shape[0], self.num_heads, query.shape[1], key.shape[1])
+        outputs, weights = [], []
+        for h, head in enumerate(self.heads):
+            head_mask = None if mask is None else mask[:, h]  # (N, L, S)
+            out, w = head._forward(query, key, value, head_mask, need_weights)
+            outputs.append(out)  # (N, L, D)
+            weights.append(w)  # (N, L, S) or None
+        output = self.out_proj(torch.cat(outputs, dim=-1))  # (N, L, H*D) -> (N, L, E)
+        stacked = torch.stack(weights, dim=1) if need_weights else None  # (N, H, L, S)
+        if not batched:
+            output = output.squeeze(0)  # (L, E)
+            stacked = None if stacked is None else stacked.squeeze(0)  # (H, L, S)
+        return output, stacked
+
+    def _forward_cached(self, query, cache, need_weights, batched):
+        """One decoding step: every head's new keys and values go into one cache, as
+        ``(N, H, L_new, D)``, and each head attends to its own slice of it."""
+        L = query.shape[1]
+        k = torch.stack([head.k_proj(query) for head in self.heads], dim=1)  # (N, H, L, D)
+        v = torch.stack([head.v_proj(query) for head in self.heads], dim=1)  # (N, H, L, D)
+        k, v, k_pos = cache.update(k, v)  # (N, H, S_kept + L, D) each; (S,)
+        mask = cache.mask(k_pos, L)  # (L, S): causal (+ window)
+        dropout_p = self.dropout if self.training else 0.0
+        outputs, weights = [], []
+        for h, head in enumerate(self.heads):
+            q = head.q_proj(query)  # (N, L, D)
+            out, w = _attend(q, k[:, h], v[:, h], mask, dropout_p, need_weights)
+            outputs.append(out)  # (N, L, D)
+            weights.append(w)  # (N, L, S) or None
+        output = self.out_proj(torch.cat(outputs, dim=-1))  # (N, L, E)
+        stacked = torch.stack(weights, dim=1) if need_weights else None  # (N, H, L, S)
+        if not batched:
+            output = output.squeeze(0)  # (L, E)
+            stacked = None if stacked is None else stacked.squeeze(0)  # (H, L, S)
+        return output, stacked
+
+    def extra_repr(self) -> str:
+        return _extra_repr(self)
+
+
+def _init_sizes(m, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout) -> None:
+    """Check and store the sizes shared by both classes."""
+    m.head_dim = _check_dims(embed_dim, num_heads, head_dim)
+    m.embed_dim, m.num_heads, m.bias = embed_dim, num_heads, bias
+    m.kdim = embed_dim if kdim is None else check_positive_int("kdim", kdim)
+    m.vdim = embed_dim if vdim is None else check_positive_int("vdim", vdim)
+    m.dropout = check_dropout("dropout", dropout)

@@ -1,0 +1,258 @@
+"""Positions: telling attention where each token is.
+
+Attention is blind to order: permuting the keys and values permutes nothing in the output,
+and permuting the queries permutes the output rows the same way. Three ways to add order:
+
+- :func:`sinusoidal_encoding` (Vaswani et al., 2017): an *absolute* position vector added to
+  each input embedding;
+- :func:`rotary_embedding` (RoPE, Su et al., 2021): queries and keys rotated by an angle
+  proportional to their position, so that ``q_m . k_n`` depends only on ``m - n``;
+- :func:`alibi_bias` (ALiBi, Press et al., 2022): a *relative* penalty ``-m_h |i - j|``
+  added to the scores, an additive float mask.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from attnlib._checks import (
+    check_floating_dtype,
+    check_positive_int,
+    check_real,
+    check_tensor,
+    shape_str,
+)
+
+__all__ = ["alibi_bias", "alibi_slopes", "rotary_embedding", "sinusoidal_encoding"]
+
+
+def _check_base(base) -> float:
+    return check_real("base", base, "a number > 1", lambda b: b > 1)
+
+
+def _inverse_frequencies(dim: int, base: float) -> Tensor:
+    """``base^(-2i/dim)`` for ``i = 0 .. dim/2 - 1``, in float64: shape ``(dim/2,)``."""
+    return base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+
+
+def sinusoidal_encoding(
+    length: int, dim: int, *, base: float = 10000.0, dtype=torch.float32, device=None
+) -> Tensor:
+    """The sinusoidal position encoding of Vaswani et al. (2017), one row per position.
+
+    .. math::
+
+        PE_{p,\\,2i} = \\sin\\left(\\frac{p}{\\text{base}^{2i/d}}\\right), \\qquad
+        PE_{p,\\,2i+1} = \\cos\\left(\\frac{p}{\\text{base}^{2i/d}}\\right)
+
+    for positions ``p = 0 .. length - 1`` and ``i = 0 .. d/2 - 1``. Column pair ``i`` is a
+    clock turning at the frequency ``base^(-2i/d)``: fast in the first columns, slow in the
+    last. The angles are computed in float64 and the result cast to ``dtype``.
+
+    Args:
+        length: number of positions ``L``.
+        dim: encoding size ``d`` (the model dimension ``E``); must be even.
+        base: the wavelength scale; 10000 in the paper.
+        dtype, device: of the result; ``dtype`` floating point (sines and cosines of an
+            integer type would be 0 or 1).
+
+    Returns:
+        The encoding, to be added to the ``(L, E)`` input embeddings.
+
+    Shape:
+        output: ``(length, dim)``.
+
+    Raises:
+        TypeError: if ``length`` or ``dim`` is not an ``int``, ``base`` not a number, or ``dtype``
+            not a floating-point dtype.
+        ValueError: if ``length`` or ``dim`` is below 1, ``dim`` is odd, or ``base`` is not a
+            finite number > 1.
+
+    Example:
+        >>> pe = sinusoidal_encoding(3, 4)
+        >>> pe
+        tensor([[ 0.0000,  1.0000,  0.0000,  1.0000],
+                [ 0.8415,  0.5403,  0.0100,  0.9999],
+                [ 0.9093, -0.4161,  0.0200,  0.9998]])
+    """
+    check_positive_int("length", length)
+    check_positive_int("dim", dim)
+    if dim % 2:
+        raise ValueError(f"dim must be even (sin and cos columns come in pairs); got {dim}")
+    base = _check_base(base)
+    check_floating_dtype("dtype", dtype)
+    p = torch.arange(length, dtype=torch.float64).unsqueeze(1)  # (L, 1)
+    angles = p * _inverse_frequencies(dim, base)  # (L, d/2)
+    pe = torch.stack((angles.sin(), angles.cos()), dim=-1)  # (L, d/2, 2)
+    return pe.reshape(length, dim).to(dtype=dtype, device=device)  # (L, d): sin, cos, ...
+
+
+def rotary_embedding(
+    x: Tensor, positions: Tensor | None = None, *, base: float = 10000.0
+) -> Tensor:
+    """Rotary position embedding (RoPE, Su et al., 2021): rotate each pair of features.
+
+    The consecutive pair ``(x[..., 2i], x[..., 2i+1])`` of the row at position ``p`` is
+    rotated by the angle ``p * theta_i`` with ``theta_i = base^(-2i/D)``:
+
+    .. math::
+
+        \\begin{pmatrix} x'_{2i} \\\\ x'_{2i+1} \\end{pmatrix} =
+        \\begin{pmatrix} \\cos p\\theta_i & -\\sin p\\theta_i \\\\
+        \\sin p\\theta_i & \\cos p\\theta_i \\end{pmatrix}
+        \\begin{pmatrix} x_{2i} \\\\ x_{2i+1} \\end{pmatrix}
+
+    Applied to queries at position ``m`` and keys at position ``n``, a rotation preserves
+    lengths and ``R_m^T R_n = R_{n-m}``, so the score ``(R_m q) . (R_n k) = q . R_{n-m} k``
+    depends on the positions only through ``n - m``. LLaMA-style code pairs column ``i`` with
+    column ``i + D/2`` ("rotate half") instead: the same rotation, with the columns permuted.
+
+    Args:
+        x: queries or keys, one row per position (the second-to-last dimension).
+        positions: the position of each row; defaults to ``0 .. L-1``. Integer or float.
+        base: the wavelength scale; 10000 in the paper.
+
+    Returns:
+        The rotated tensor, same shape and dtype as ``x`` (angles computed in float64).
+
+    Shape:
+        ``x``: ``(..., L, D)`` with ``D`` even; ``positions``: ``(L,)``; output: ``(..., L, D)``.
+
+    Raises:
+        TypeError: if ``x`` is not a floating-point tensor, ``positions`` not a tensor, or ``base``
+            not a number.
+        ValueError: if ``x`` has fewer than 2 dimensions, ``D`` is odd, ``positions`` is not of
+            shape ``(L,)`` or not on the device of ``x``, or ``base`` is not a finite number > 1.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
+        >>> rotary_embedding(x, base=100.0)  # (cos p, sin p) for p = 0, 1, 2
+        tensor([[ 1.0000,  0.0000],
+                [ 0.5403,  0.8415],
+                [-0.4161,  0.9093]])
+    """
+    check_tensor("x", x, (2, None))
+    L, D = x.shape[-2], x.shape[-1]
+    if D % 2:
+        raise ValueError(
+            f"x must have an even last dimension D (features are rotated in pairs); "
+            f"got shape {shape_str(x.shape)}"
+        )
+    base = _check_base(base)
+    if positions is None:
+        positions = torch.arange(L, device=x.device)
+    if not isinstance(positions, Tensor):
+        raise TypeError(f"positions must be a torch.Tensor of shape (L,); got {type(positions)}")
+    if positions.shape != (L,):
+        raise ValueError(
+            f"positions must have shape (L={L},), one position per row of x {shape_str(x.shape)}; "
+            f"got {shape_str(positions.shape)}"
+        )
+    if positions.device != x.device:
+        raise ValueError(
+            f"positions must be on the device of x, {x.device}; got {positions.device}"
+        )
+    return _rotary(x, positions, base)
+
+
+def _rotary(x: Tensor, positions: Tensor, base: float) -> Tensor:
+    """The kernel of :func:`rotary_embedding`: arguments already checked."""
+    D = x.shape[-1]
+    angles = positions.to(torch.float64).unsqueeze(1) * _inverse_frequencies(D, base).to(
+        positions.device
+    )  # (L, D/2)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (L, D/2) each
+    pairs = x.unflatten(-1, (D // 2, 2))  # (..., L, D/2, 2)
+    even, odd = pairs[..., 0], pairs[..., 1]  # (..., L, D/2) each
+    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
+    return rotated.flatten(-2)  # (..., L, D/2, 2) -> (..., L, D)
+
+
+def alibi_slopes(num_heads: int) -> Tensor:
+    """ALiBi's head slopes ``m_h`` (Press et al., 2022), a geometric sequence per head.
+
+    For ``H`` a power of two, ``m_h = 2^(-8h/H)`` for ``h = 1 .. H`` (8 heads: 1/2, 1/4, ...,
+    1/256). Otherwise the paper's rule: the slopes of the closest smaller power of two
+    ``n``, then every other slope of ``2n`` until there are ``H``.
+
+    Args:
+        num_heads: ``H``.
+
+    Returns:
+        Float32 tensor of the ``H`` slopes in the paper's order: largest first for a power of
+        two; otherwise the ``n`` slopes of ``n`` heads, then the interleaved extra ones
+        (``alibi_slopes(6)`` is ``2^-2, 2^-4, 2^-6, 2^-8, 2^-1, 2^-3``).
+
+    Shape:
+        output: ``(H,)``.
+
+    Raises:
+        TypeError: if ``num_heads`` is not an ``int``.
+        ValueError: if ``num_heads`` is below 1.
+
+    Example:
+        >>> alibi_slopes(4)
+        tensor([0.2500, 0.0625, 0.0156, 0.0039])
+    """
+    check_positive_int("num_heads", num_heads)
+
+    def power_of_two(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+
+    n = 2 ** int(math.floor(math.log2(num_heads)))
+    slopes = power_of_two(n) + power_of_two(2 * n)[0::2][: num_heads - n]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def alibi_bias(num_heads: int, L: int, S: int | None = None, *, device=None) -> Tensor:
+    """ALiBi's additive attention bias: ``-m_h |i - j|`` for head ``h``, query ``i``, key ``j``.
+
+    .. math::
+
+        B_{h,i,j} = -m_h\\, |i - j|, \\qquad m_h = 2^{-8h/H}
+
+    Added to the scores (pass it as a float ``mask``), it penalises far keys linearly, with a
+    different slope per head (:func:`alibi_slopes`); nothing is added to the embeddings. For a
+    causal model combine it with :func:`attnlib.causal_mask` (set ``-inf`` where ``j > i``).
+
+    Queries sit at positions ``0 .. L-1`` and keys at ``0 .. S-1`` (aligned top-left, like
+    :func:`attnlib.causal_mask`). When the ``L`` queries are the *last* ``L`` of ``S``
+    positions (decoding with a cache of keys), take the last rows of the square bias,
+    ``alibi_bias(H, S)[:, S - L:]``.
+
+    With :class:`attnlib.MultiHeadAttention` on one sequence ``(L, E)`` pass the bias as it
+    is; on a batch ``(N, L, E)`` pass ``bias.unsqueeze(0)``, ``(1, H, L, S)``: there a 3-D
+    mask means ``(N, L, S)``, one mask per sequence.
+
+    Args:
+        num_heads: ``H``.
+        L: number of queries. S: number of keys, defaults to ``L``.
+        device: where to create the bias.
+
+    Returns:
+        Float32 bias, one ``(L, S)`` matrix per head.
+
+    Shape:
+        output: ``(H, L, S)``.
+
+    Raises:
+        TypeError: if ``num_heads``, ``L`` or ``S`` is not an ``int``.
+        ValueError: if ``num_heads``, ``L`` or ``S`` is below 1.
+
+    Example:
+        >>> alibi_bias(2, 3)[0]  # slope 2^-4
+        tensor([[ 0.0000, -0.0625, -0.1250],
+                [-0.0625,  0.0000, -0.0625],
+                [-0.1250, -0.0625,  0.0000]])
+    """
+    S = L if S is None else S
+    check_positive_int("L", L)
+    check_positive_int("S", S)
+    slopes = alibi_slopes(num_heads).to(device)  # (H,)
+    i = torch.arange(L, device=device).unsqueeze(1)  # (L, 1)
+    j = torch.arange(S, device=device).unsqueeze(0)  # (1, S)
+    minus_distance = -(i - j).abs()  # (L, S), integers, so the diagonal is 0 and not -0.0
+    return slopes.view(-1, 1, 1) * minus_distance  # (H, 1, 1) * (L, S) -> (H, L, S)

@@ -1,0 +1,581 @@
+"""A transformer block and a causal language model built from it.
+
+A pre-LayerNorm block (GPT-2, nanoGPT, ``nn.TransformerEncoderLayer(norm_first=True)``) adds
+two things to the input, each computed from a normalised copy of it:
+
+.. math::
+
+    \\begin{aligned}
+    x &\\leftarrow x + \\operatorname{MultiHead}(\\operatorname{LN}_1(x)), \\\\
+    x &\\leftarrow x + W_2\\, \\operatorname{GELU}(W_1\\, \\operatorname{LN}_2(x) + b_1) + b_2
+    \\end{aligned}
+
+Attention moves information *between* positions; the MLP transforms each position on its own;
+the residual sums let every layer read what the earlier ones wrote. :class:`LanguageModel`
+stacks blocks between a token embedding and a linear read-out that predicts the next token.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from attnlib._checks import (
+    check_dropout,
+    check_mask,
+    check_module_input,
+    check_positive_int,
+    check_real,
+    check_tensor,
+    shape_str,
+)
+from attnlib.attention import causal_mask
+from attnlib.decoding import KVCache, sliding_window_mask
+from attnlib.multihead import MultiHeadAttention, _check_cache
+from attnlib.positions import sinusoidal_encoding
+
+__all__ = ["LanguageModel", "ModelCache", "TransformerBlock"]
+
+POSITIONS = ("learned", "sinusoidal", "rope", "alibi", None)
+
+
+def _check_ratio(mlp_ratio) -> float:
+    return check_real("mlp_ratio", mlp_ratio, "a number >= 0", lambda r: r >= 0)
+
+
+class TransformerBlock(nn.Module):
+    """A pre-LayerNorm transformer block: attention, then an MLP, each added to its input.
+
+    .. math::
+
+        \\begin{aligned}
+        x &\\leftarrow x + \\operatorname{Dropout}(\\operatorname{MultiHead}(
+            \\operatorname{LN}_1(x))), \\\\
+        x &\\leftarrow x + \\operatorname{Dropout}(\\operatorname{MLP}(\\operatorname{LN}_2(x))),
+        \\qquad \\operatorname{MLP}(y) = \\operatorname{GELU}(y W_1 + b_1) W_2 + b_2
+        \\end{aligned}
+
+    The same numbers as ``nn.TransformerEncoderLayer(E, H, dim_feedforward=r*E,
+    activation="gelu", batch_first=True, norm_first=True)`` given the same weights (see
+    :func:`attnlib.convert.block_from_torch`). ``mlp_ratio=0`` leaves the MLP (and ``ln2``)
+    out: an attention-only block, as in the transformer-circuits papers.
+
+    Args:
+        embed_dim: ``E``.
+        num_heads: ``H``; must divide ``E``.
+        mlp_ratio: ``r``, the MLP's hidden width is ``round(r * E)``; 0 for no MLP.
+        dropout: probability of dropping an attention weight and each sum's added term, in
+            training mode only (PyTorch's layer also drops inside the MLP; this block does not).
+        bias: biases in every linear map and LayerNorm (``nn.TransformerEncoderLayer``'s ``bias``).
+        norm_eps: the LayerNorms' ``eps``.
+        num_kv_heads: ``G`` key/value heads (grouped-query attention), see
+            :class:`attnlib.MultiHeadAttention`.
+        positions: ``None``, ``"rope"`` or ``"alibi"``: a relative position scheme inside the
+            attention, see :class:`attnlib.MultiHeadAttention`.
+
+    Attributes:
+        ln1: ``nn.LayerNorm(E)``, before the attention.
+        ln2: ``nn.LayerNorm(E)``, before the MLP (``None`` without an MLP).
+        attn: :class:`attnlib.MultiHeadAttention` ``(E, H, bias=bias)``.
+        mlp: ``nn.Sequential(Linear(E, rE), GELU(), Linear(rE, E))``, or ``None``.
+
+    Shape:
+        - ``x``: ``(L, E)`` or ``(N, L, E)``; output: the same shape.
+        - ``mask``: as :class:`attnlib.MultiHeadAttention`'s (``True`` = may attend, or a float
+          mask added to the scores), e.g. :func:`attnlib.causal_mask` ``(L, L)``.
+        - weights: ``(H, L, S)`` or ``(N, H, L, S)`` with ``need_weights=True``, else ``None``.
+        - with ``cache=`` (a :class:`attnlib.decoding.KVCache`), ``x`` holds only the new
+          positions; the cache applies the causal mask.
+
+    Raises:
+        ValueError: if a size is not a positive integer, ``E`` is not divisible by ``H``,
+            ``mlp_ratio`` is negative or so small that the MLP would have no hidden unit,
+            ``dropout`` is not in ``[0, 1)``, or ``x`` or ``mask`` has the wrong shape.
+        TypeError: if ``x`` is not a float tensor of the block's dtype.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> block = TransformerBlock(12, 3).eval()
+        >>> x = torch.randn(2, 5, 12)
+        >>> y, weights = block(x, mask=causal_mask(5), need_weights=True)
+        >>> y.shape, weights.shape
+        (torch.Size([2, 5, 12]), torch.Size([2, 3, 5, 5]))
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        *,
+        mlp_ratio: float = 4.0,
+        dropout: float = 0.0,
+        bias: bool = True,
+        norm_eps: float = 1e-5,
+        num_kv_heads: int | None = None,
+        positions: str | None = None,
+    ):
+        super().__init__()
+        check_positive_int("embed_dim", embed_dim)
+        self.mlp_ratio = _check_ratio(mlp_ratio)
+        self.dropout = check_dropout("dropout", dropout)
+        self.ln1 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
+        self.attn = MultiHeadAttention(
+            embed_dim,
+            num_heads,
+            bias=bias,
+            dropout=dropout,
+            num_kv_heads=num_kv_heads,
+            positions=positions,
+        )
+        hidden = round(self.mlp_ratio * embed_dim)
+        if self.mlp_ratio and not hidden:
+            raise ValueError(
+                f"mlp_ratio must be 0 (no MLP) or give a hidden width round(mlp_ratio * E) >= 1; "
+                f"got mlp_ratio={mlp_ratio} with embed_dim={embed_dim}"
+            )
+        if hidden:
+            self.ln2 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
+            self.mlp = nn.Sequential(
+                nn.Linear(embed_dim, hidden, bias=bias),
+                nn.GELU(),
+                nn.Linear(hidden, embed_dim, bias=bias),
+            )
+        else:
+            self.ln2 = self.mlp = None
+        self.drop = nn.Dropout(self.dropout)
+
+    @property
+    def embed_dim(self) -> int:
+        """``E``, the size of the vectors the block reads and writes."""
+        return self.attn.embed_dim
+
+    @property
+    def num_heads(self) -> int:
+        """``H``, the number of attention heads."""
+        return self.attn.num_heads
+
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attention, then the MLP, each added to ``x``; returns ``(x, weights or None)``.
+
+        The arguments are checked here, once; the attention layer inside does not check them
+        again.
+        """
+        check_tensor("x", x, (2, 3))
+        check_module_input("x", x, self.attn.out_proj.weight)
+        if x.shape[-1] != self.embed_dim:
+            n = f"N={x.shape[0]}, " if x.dim() == 3 else ""
+            raise ValueError(
+                f"x must have shape ({n}L, E={self.embed_dim}); got {shape_str(x.shape)}"
+            )
+        _check_cache(cache, None, None, mask)
+        if mask is not None:
+            N, L, H = x.shape[:-2], x.shape[-2], self.num_heads
+            if x.dim() == 3 and isinstance(mask, Tensor) and mask.dim() == 3:  # (N, L, S)
+                check_mask(mask, (*N, L, L), "(L, S), (N, L, S) or (N, H, L, S)", x.device)
+                mask = mask.unsqueeze(1)  # (N, 1, L, S)
+            else:
+                allowed = "(L, S), (N, L, S) or (N, H, L, S)" if N else "(L, S) or (H, L, S)"
+                check_mask(mask, (*N, H, L, L), allowed, x.device)
+        return self._forward(x, mask, cache, need_weights)
+
+    def _forward(self, x, mask, cache, need_weights):
+        """The block without the checks (:class:`LanguageModel` calls it)."""
+        batched = x.dim() == 3
+        x = x if batched else x.unsqueeze(0)  # (N, L, E)
+        if mask is not None:
+            mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # 4-D
+        y = self.ln1(x)  # (N, L, E)
+        attended, weights = self.attn._forward(
+            y, y, y, mask, need_weights, cache
+        )  # (N, L, E), (N, H, L, S) or None
+        x = x + self.drop(attended)
+        if self.mlp is not None:
+            x = x + self.drop(self.mlp(self.ln2(x)))  # (N, L, E)
+        if not batched:
+            x = x.squeeze(0)  # (L, E)
+            weights = None if weights is None else weights.squeeze(0)  # (H, L, S)
+        return x, weights
+
+
+class ModelCache:
+    """One :class:`attnlib.decoding.KVCache` per layer of a :class:`LanguageModel`.
+
+    Made by :meth:`LanguageModel.new_cache`; pass it to :meth:`LanguageModel.forward` as
+    ``cache=`` with the new tokens only. It holds ``2 * layers * N * G * S * D`` numbers:
+    :attr:`nbytes`.
+
+    Args:
+        num_layers: how many layers (one cache each).
+        window: keep only the last ``window`` positions in every layer (sliding-window
+            attention); ``None`` keeps all.
+
+    Attributes:
+        layers: the list of per-layer caches.
+
+    Raises:
+        ValueError: if ``num_layers`` or ``window`` is not a positive integer.
+
+    Example:
+        >>> cache = ModelCache(2)
+        >>> cache.length, cache.nbytes, len(cache.layers)
+        (0, 0, 2)
+    """
+
+    def __init__(self, num_layers: int, *, window: int | None = None):
+        check_positive_int("num_layers", num_layers)
+        self.layers = [KVCache(window=window) for _ in range(num_layers)]
+
+    @property
+    def length(self) -> int:
+        """The number of tokens seen so far, which is the position of the next token."""
+        return self.layers[0].length
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the kept keys and values of every layer."""
+        return sum(layer.nbytes for layer in self.layers)
+
+    def __repr__(self) -> str:
+        return f"ModelCache(layers={len(self.layers)}, length={self.length}, nbytes={self.nbytes})"
+
+
+def _check_ids(ids, vocab_size: int, name: str = "ids") -> Tensor:
+    if not isinstance(ids, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token indices; got {type(ids).__name__}")
+    if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
+        raise TypeError(f"{name} must be an integer tensor of token indices; got dtype {ids.dtype}")
+    if ids.dim() not in (1, 2):
+        raise ValueError(
+            f"{name} must have shape (L,) or (N, L); got {ids.dim()}-D {shape_str(ids.shape)}"
+        )
+    if torch.compiler.is_compiling():  # the test below reads the values: not traceable
+        return ids
+    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
+        bad = ids[(ids < 0) | (ids >= vocab_size)].unique().tolist()[:5]
+        raise ValueError(
+            f"{name} must hold token indices in 0..{vocab_size - 1} (vocab_size={vocab_size}); "
+            f"got {bad}"
+        )
+    return ids
+
+
+class LanguageModel(nn.Module):
+    """A causal (GPT-style) language model: embed, ``num_layers`` blocks, predict the next token.
+
+    .. math::
+
+        \\begin{aligned}
+        h_0 &= E_{\\text{tok}}[\\text{ids}] + P, \\qquad
+        h_\\ell = \\operatorname{Block}_\\ell(h_{\\ell-1}) \\;\\; (\\text{causal}), \\\\
+        \\text{logits} &= \\operatorname{LN}_f(h_{\\text{layers}})\\, W_U, \\qquad
+        W_U = E_{\\text{tok}}^\\top \\text{ when the weights are tied}
+        \\end{aligned}
+
+    Position ``t``'s logits score every word of the vocabulary as the token at ``t + 1``, from
+    tokens ``0 .. t`` only (a causal mask in every layer).
+
+    Args:
+        vocab_size: ``V``.
+        embed_dim: ``E``, the size of every token vector.
+        num_heads: ``H`` heads in every layer.
+        num_layers: how many :class:`TransformerBlock`.
+        max_len: the longest sequence for ``"learned"`` and ``"sinusoidal"`` positions (their
+            tables have ``max_len`` rows); other schemes take any length.
+        positions: how the model knows where a token is: ``"learned"`` (a trained vector per
+            position, added to the token vectors, GPT-2), ``"sinusoidal"``
+            (:func:`attnlib.positions.sinusoidal_encoding`, added), ``"rope"`` or ``"alibi"``
+            (inside every attention, see :class:`attnlib.MultiHeadAttention`), or ``None`` (no
+            position information beyond the causal mask).
+        mlp_ratio: the blocks' MLP width over ``E``; 0 for attention-only blocks.
+        dropout: dropout on the embeddings and in every block, in training mode only.
+        window: sliding-window attention: position ``t`` sees tokens ``t - window + 1 .. t``
+            only (:func:`attnlib.decoding.sliding_window_mask`); ``None``: all tokens before
+            it. ``window=1`` leaves attention nothing to mix: each position sees only itself.
+        embeddings: a ``(V, E)`` tensor that initialises the token embeddings (for example the
+            GloVe vectors of the vocabulary's words); default: a normal draw, std 0.02.
+        freeze_embeddings: keep the token embeddings fixed (``requires_grad=False``).
+        tie_weights: read the logits out with the token embeddings, ``W_U = E_tok^T``
+            (Press and Wolf, 2017); otherwise a separate ``Linear(E, V)`` without bias.
+        bias, norm_eps: as :class:`TransformerBlock`.
+
+    Attributes:
+        token_embedding: ``nn.Embedding(V, E)``.
+        position_embedding: ``nn.Embedding(max_len, E)`` with ``"learned"``, else ``None``.
+        blocks: ``nn.ModuleList`` of the blocks.
+        ln_f: the final ``nn.LayerNorm(E)``.
+        lm_head: ``nn.Linear(E, V, bias=False)``; its weight *is* ``token_embedding.weight``
+            when tied.
+
+    Shape:
+        - ``ids``: ``(L,)`` or ``(N, L)`` integers in ``0 .. V-1``.
+        - logits: ``(L, V)`` or ``(N, L, V)``.
+        - weights: with ``need_weights=True`` a list, one ``(H, L, S)`` or ``(N, H, L, S)``
+          tensor per layer, else ``None``. ``S = L`` without a cache.
+
+    Raises:
+        ValueError: if a size is not a positive integer, ``positions`` is not one of the five,
+            ``embeddings`` is not ``(V, E)``, ``ids`` holds an index outside ``0 .. V-1``, or a
+            sequence is longer than ``max_len`` with ``"learned"`` or ``"sinusoidal"`` positions.
+        TypeError: if ``ids`` is not an integer tensor or ``embeddings`` not a float tensor.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> lm = LanguageModel(100, 12, 3, 2, max_len=16).eval()
+        >>> ids = torch.tensor([[5, 17, 42]])
+        >>> logits, weights = lm(ids, need_weights=True)
+        >>> logits.shape, len(weights), weights[0].shape
+        (torch.Size([1, 3, 100]), 2, torch.Size([1, 3, 3, 3]))
+        >>> lm.generate(ids, 4, temperature=0).shape
+        torch.Size([1, 7])
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_dim: int,
+        num_heads: int,
+        num_layers: int,
+        *,
+        max_len: int,
+        positions: str | None = "learned",
+        mlp_ratio: float = 4.0,
+        dropout: float = 0.0,
+        window: int | None = None,
+        embeddings: Tensor | None = None,
+        freeze_embeddings: bool = False,
+        tie_weights: bool = True,
+        bias: bool = True,
+        norm_eps: float = 1e-5,
+    ):
+        super().__init__()
+        for name, n in (
+            ("vocab_size", vocab_size),
+            ("embed_dim", embed_dim),
+            ("num_heads", num_heads),
+            ("num_layers", num_layers),
+            ("max_len", max_len),
+        ):
+            check_positive_int(name, n)
+        if positions not in POSITIONS:
+            raise ValueError(f"positions must be one of {POSITIONS}; got {positions!r}")
+        self.vocab_size, self.max_len, self.positions = vocab_size, max_len, positions
+        self.tie_weights = tie_weights
+        self.window = None if window is None else check_positive_int("window", window)
+        self.token_embedding = nn.Embedding(vocab_size, embed_dim)
+        self.position_embedding = None
+        if positions == "learned":
+            self.position_embedding = nn.Embedding(max_len, embed_dim)
+        elif positions == "sinusoidal":
+            if embed_dim % 2:
+                raise ValueError(
+                    f"positions='sinusoidal' needs an even embed_dim; got embed_dim={embed_dim}"
+                )
+            table = sinusoidal_encoding(max_len, embed_dim)  # (max_len, E)
+            self.register_buffer("position_encoding", table, persistent=False)
+        self.drop = nn.Dropout(check_dropout("dropout", dropout))
+        inside = positions if positions in ("rope", "alibi") else None
+        self.blocks = nn.ModuleList(
+            TransformerBlock(
+                embed_dim,
+                num_heads,
+                mlp_ratio=mlp_ratio,
+                dropout=dropout,
+                bias=bias,
+                norm_eps=norm_eps,
+                positions=inside,
+            )
+            for _ in range(num_layers)
+        )
+        self.ln_f = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
+        self.lm_head = nn.Linear(embed_dim, vocab_size, bias=False)
+        self.apply(self._init_weights)
+        if embeddings is not None:
+            if not isinstance(embeddings, Tensor) or not embeddings.is_floating_point():
+                raise TypeError(
+                    "embeddings must be a float torch.Tensor of shape (V, E); got "
+                    f"{getattr(embeddings, 'dtype', type(embeddings).__name__)}"
+                )
+            if embeddings.shape != (vocab_size, embed_dim):
+                raise ValueError(
+                    f"embeddings must have shape (V={vocab_size}, E={embed_dim}); got "
+                    f"{shape_str(embeddings.shape)}"
+                )
+            with torch.no_grad():
+                self.token_embedding.weight.copy_(embeddings)
+        if tie_weights:
+            self.lm_head.weight = self.token_embedding.weight  # (V, E), one tensor
+        self.token_embedding.weight.requires_grad_(not freeze_embeddings)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        """GPT-2's initialisation: normal, std 0.02, zero biases (LayerNorm: ones, zeros)."""
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+
+    @property
+    def num_layers(self) -> int:
+        """The number of blocks."""
+        return len(self.blocks)
+
+    def new_cache(self) -> ModelCache:
+        """An empty :class:`ModelCache` for this model (keeping ``window`` positions if the
+        model has a window)."""
+        return ModelCache(self.num_layers, window=self.window)
+
+    def _check_length(self, total: int, what: str) -> None:
+        if self.positions in ("learned", "sinusoidal") and total > self.max_len:
+            raise ValueError(
+                f"{what} must be at most max_len={self.max_len} tokens with "
+                f"positions={self.positions!r} (the position table has max_len rows); got {total}"
+            )
+
+    def forward(
+        self, ids: Tensor, *, cache: ModelCache | None = None, need_weights: bool = False
+    ) -> tuple[Tensor, list[Tensor] | None]:
+        """Logits for the token after each position; returns ``(logits, weights or None)``.
+
+        With ``cache=`` (from :meth:`new_cache`), ``ids`` holds only the new tokens: their keys
+        and values are appended to the cache and they attend to everything it keeps.
+        """
+        _check_ids(ids, self.vocab_size)
+        if cache is not None and not isinstance(cache, ModelCache):
+            raise TypeError(
+                "cache must be an attnlib.ModelCache (model.new_cache()); got "
+                f"{type(cache).__name__}"
+            )
+        if cache is not None and len(cache.layers) != self.num_layers:
+            raise ValueError(
+                f"cache must have one layer cache per block ({self.num_layers}); got "
+                f"{len(cache.layers)}"
+            )
+        return self._forward(ids, cache, need_weights)
+
+    def _forward(self, ids, cache, need_weights):
+        batched = ids.dim() == 2
+        ids = ids if batched else ids.unsqueeze(0)  # (N, L)
+        L = ids.shape[1]
+        start = 0 if cache is None else cache.length
+        self._check_length(start + L, "the sequence (ids plus the cached tokens)")
+        x = self.token_embedding(ids)  # (N, L, E)
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(torch.arange(start, start + L, device=ids.device))
+        elif self.positions == "sinusoidal":
+            x = x + self.position_encoding[start : start + L].to(x.dtype)  # (L, E)
+        x = self.drop(x)
+        mask = None  # with a cache, the cache masks
+        if cache is None and self.window is None:
+            mask = causal_mask(L, device=ids.device)  # (L, L)
+        elif cache is None:
+            mask = sliding_window_mask(L, self.window, device=ids.device)  # (L, L)
+        layer_caches = [None] * self.num_layers if cache is None else cache.layers
+        weights = []
+        for block, layer_cache in zip(self.blocks, layer_caches):
+            x, w = block(x, mask=mask, cache=layer_cache, need_weights=need_weights)
+            weights.append(w)  # (N, H, L, S) or None
+        logits = self.lm_head(self.ln_f(x))  # (N, L, V)
+        if not batched:
+            logits = logits.squeeze(0)  # (L, V)
+            weights = [w.squeeze(0) for w in weights] if need_weights else None  # (H, L, S)
+        return logits, (weights if need_weights else None)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        ids: Tensor,
+        max_new_tokens: int,
+        *,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+        use_cache: bool = True,
+    ) -> Tensor:
+        """Append ``max_new_tokens`` tokens to ``ids``, one at a time; returns all the ids.
+
+        Each step turns the last position's logits into probabilities,
+        ``softmax(logits / temperature)``, keeps the ``top_k`` most likely tokens (if given)
+        and draws one with ``torch.multinomial`` (``generator`` makes it repeatable).
+        ``temperature=0`` is greedy: the most likely token, no draw. With ``use_cache=True``
+        the prompt goes through once and every later step feeds only the newest token
+        (a :class:`ModelCache`); with ``False`` every step recomputes the whole sequence. Both
+        give the same tokens. The model runs in eval mode (no dropout) and is put back in
+        its mode afterwards.
+
+        Args:
+            ids: the prompt, ``(L,)`` or ``(N, L)``, at least one token.
+            max_new_tokens: how many tokens to append, ``>= 0``.
+            temperature: ``>= 0``; below 1 sharpens the distribution, above 1 flattens it.
+            top_k: sample among the ``k`` most likely tokens only (``k >= 1``); ``None``: all.
+            generator: a ``torch.Generator`` for the draws.
+            use_cache: decode with a key-value cache.
+
+        Returns:
+            ``(L + max_new_tokens,)`` or ``(N, L + max_new_tokens)`` ids.
+
+        Raises:
+            ValueError: if ``ids`` is empty or holds an index outside ``0 .. V-1``,
+                ``max_new_tokens`` is negative, ``temperature`` negative, ``top_k < 1``, or the
+                model would have to read more than ``max_len`` tokens (``L + max_new_tokens -
+                1``) with ``"learned"``/``"sinusoidal"`` positions.
+            TypeError: if ``ids`` is not an integer tensor, or ``temperature`` or ``top_k`` has
+                the wrong type.
+        """
+        _check_ids(ids, self.vocab_size)
+        if ids.shape[-1] == 0:
+            raise ValueError("ids must hold at least one token to continue; got an empty prompt")
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+            raise TypeError(f"max_new_tokens must be an int; got {type(max_new_tokens).__name__}")
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0; got {max_new_tokens}")
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+            raise TypeError(f"temperature must be a number; got {type(temperature).__name__}")
+        if not (temperature >= 0 and math.isfinite(temperature)):
+            raise ValueError(
+                f"temperature must be a finite number >= 0 (0 = greedy); got {temperature!r}"
+            )
+        if top_k is not None:
+            if isinstance(top_k, bool) or not isinstance(top_k, int):
+                raise TypeError(f"top_k must be an int or None; got {type(top_k).__name__}")
+            if top_k < 1:
+                raise ValueError(f"top_k must be >= 1 (or None for all tokens); got {top_k}")
+        # the last new token is never fed back: the model reads at most L + max_new_tokens - 1
+        self._check_length(
+            max(ids.shape[-1], ids.shape[-1] + max_new_tokens - 1), "ids plus max_new_tokens - 1"
+        )
+        was_training = self.training
+        self.eval()
+        try:
+            return self._generate(ids, max_new_tokens, temperature, top_k, generator, use_cache)
+        finally:
+            self.train(was_training)
+
+    def _generate(self, ids, max_new_tokens, temperature, top_k, generator, use_cache):
+        batched = ids.dim() == 2
+        ids = ids if batched else ids.unsqueeze(0)  # (N, L)
+        cache = self.new_cache() if use_cache else None
+        step_input = ids
+        for _ in range(max_new_tokens):
+            logits, _ = self._forward(step_input if use_cache else ids, cache, False)
+            last = logits[:, -1]  # (N, V)
+            if temperature == 0:
+                token = last.argmax(dim=-1, keepdim=True)  # (N, 1)
+            else:
+                last = last / temperature
+                if top_k is not None and top_k < last.shape[-1]:
+                    kth = last.topk(top_k, dim=-1).values[:, -1:]  # (N, 1)
+                    last = last.masked_fill(last < kth, -math.inf)
+                probs = torch.softmax(last.double(), dim=-1)  # (N, V), float64: exact draws
+                token = torch.multinomial(probs, 1, generator=generator)  # (N, 1)
+            ids = torch.cat([ids, token], dim=1)  # (N, L + t + 1)
+            step_input = token
+        return ids if batched else ids.squeeze(0)

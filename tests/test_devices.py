@@ -1,0 +1,226 @@
+"""Every kernel and module of attnlib on every device at hand, against the same call on the CPU.
+
+The ``device`` parameter is ``"cpu"`` and ``"cuda"``; without a CUDA device the ``cuda`` cases
+are skipped, saying why (``make gpu-check`` runs only them, and fails when there is no GPU).
+Each case builds its inputs on the CPU, runs the call there and on ``device``, and asserts
+that the result stays on ``device`` and equals the CPU's (TF32 is switched off, so float32
+matmuls on an NVIDIA GPU are float32). Sizes are all different (E=12, H=3, L=5, S=7), masks
+of every shape are used, and need_weights, caches and tiles take their own paths.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from attnlib import (
+    LanguageModel,
+    ModelCache,
+    MultiHeadAttention,
+    NaiveMultiHeadAttention,
+    SelfAttention,
+    TransformerBlock,
+    attention_weights,
+    causal_mask,
+    cosine_matrix,
+    scaled_dot_product_attention,
+    softmax,
+)
+from attnlib.decoding import KVCache, sliding_window_mask
+from attnlib.efficient import tiled_attention
+from attnlib.positions import alibi_bias, rotary_embedding, sinusoidal_encoding
+
+E, H, N, L, S = 12, 3, 2, 5, 7
+CUDA = torch.cuda.is_available()
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=pytest.mark.skipif(
+            not CUDA, reason="no CUDA device (torch.cuda.is_available() is False)"
+        ),
+    ),
+]
+TOL = {"rtol": 1e-5, "atol": 1e-5}
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    if request.param == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    return torch.device(request.param)
+
+
+def _to(value, device):
+    """``value`` with every tensor in it (tuples, lists, dicts) moved to ``device``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_to(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _to(v, device) for k, v in value.items()}
+    return value
+
+
+def _same(on_device, on_cpu, device):
+    """Tensors (or nested tuples/lists of them, or None) equal, each on ``device``."""
+    if on_cpu is None:
+        assert on_device is None
+        return
+    if isinstance(on_cpu, (tuple, list)):
+        assert len(on_device) == len(on_cpu)
+        for a, b in zip(on_device, on_cpu):
+            _same(a, b, device)
+        return
+    assert on_device.device.type == device.type, f"result on {on_device.device}, not {device}"
+    torch.testing.assert_close(on_device.cpu(), on_cpu, **TOL)
+
+
+def _masks():
+    g = torch.Generator().manual_seed(1)
+    padding = torch.rand(N, 1, 1, S, generator=g) > 0.3
+    padding[..., 0] = True  # every row attends somewhere
+    return {
+        "none": None,
+        "(L, S) bool": causal_mask(L, S),
+        "(N, 1, 1, S) bool": padding,
+        "(L, S) float": torch.randn(L, S, generator=g),
+    }
+
+
+def qkv():
+    g = torch.Generator().manual_seed(0)
+    return (
+        torch.randn(N, H, L, 4, generator=g),
+        torch.randn(N, H, S, 4, generator=g),
+        torch.randn(N, H, S, 6, generator=g),
+    )
+
+
+@pytest.mark.parametrize("mask", list(_masks()))
+def test_kernels(device, mask):
+    q, k, v = qkv()
+    m = _masks()[mask]
+    calls = {
+        "sdpa": lambda q, k, v, m: scaled_dot_product_attention(q, k, v, mask=m),
+        "weights": lambda q, k, v, m: attention_weights(q, k, mask=m),
+        "tiled": lambda q, k, v, m: tiled_attention(q, k, v, mask=m, block_size=3),
+    }
+    for call in calls.values():
+        _same(call(*_to((q, k, v, m), device)), call(q, k, v, m), device)
+
+
+def test_causal_paths(device):
+    q, k, v = qkv()
+    k, v = k[:, :, :L], v[:, :, :L]
+    for call in (
+        lambda q, k, v: scaled_dot_product_attention(q, k, v, is_causal=True),
+        lambda q, k, v: tiled_attention(q, k, v, is_causal=True, block_size=2),
+    ):
+        _same(call(*_to((q, k, v), device)), call(q, k, v), device)
+
+
+def test_small_functions(device):
+    x = torch.randn(N, L, E)
+    _same(softmax(x.to(device)), softmax(x), device)
+    _same(cosine_matrix(x[0].to(device), x[1].to(device)), cosine_matrix(x[0], x[1]), device)
+    _same(rotary_embedding(x.to(device)), rotary_embedding(x), device)
+    assert causal_mask(L, S, device=device).device.type == device.type
+    assert sliding_window_mask(L, 2, S, device=device).device.type == device.type
+    _same(alibi_bias(H, L, S, device=device), alibi_bias(H, L, S), device)
+    enc = sinusoidal_encoding(L, E, device=device)
+    _same(enc, sinusoidal_encoding(L, E), device)
+
+
+@pytest.mark.parametrize("cls", [MultiHeadAttention, NaiveMultiHeadAttention])
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("mask", ["none", "(L, S) bool", "(L, S) float"])
+def test_multihead(device, cls, need_weights, mask):
+    torch.manual_seed(0)
+    module = cls(E, H, bias=True, kdim=10, vdim=8).eval()
+    x, key, value = torch.randn(N, L, E), torch.randn(N, S, 10), torch.randn(N, S, 8)
+    m = _masks()[mask]
+    on_cpu = module(x, key, value, mask=m, need_weights=need_weights)
+    moved = module.to(device)
+    _same(
+        moved(*_to((x, key, value), device), mask=_to(m, device), need_weights=need_weights),
+        on_cpu,
+        device,
+    )
+
+
+@pytest.mark.parametrize("positions", [None, "rope", "alibi"])
+def test_grouped_query_and_positions(device, positions):
+    torch.manual_seed(0)
+    module = MultiHeadAttention(16, 4, num_kv_heads=2, positions=positions).eval()  # D = 4
+    x = torch.randn(N, L, 16)
+    on_cpu = module(x, mask=causal_mask(L))
+    _same(module.to(device)(x.to(device), mask=causal_mask(L, device=device)), on_cpu, device)
+
+
+def test_self_attention(device):
+    torch.manual_seed(0)
+    module = SelfAttention(E, head_dim=5, bias=True).eval()
+    x = torch.randn(N, L, E)
+    _same(module.to(device)(x.to(device)), module.cpu()(x), device)
+
+
+def test_block_with_cache(device):
+    """A block on the whole sequence equals the block fed one token at a time from a cache."""
+    torch.manual_seed(0)
+    block = TransformerBlock(E, H).eval()
+    x = torch.randn(N, L, E)
+    whole_cpu, _ = block(x, mask=causal_mask(L))
+    block.to(device)
+    cache = KVCache()
+    steps = [block(x[:, i : i + 1].to(device), cache=cache)[0] for i in range(L)]
+    _same(torch.cat(steps, dim=1), whole_cpu, device)
+
+
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal", "rope", "alibi"])
+def test_language_model(device, positions):
+    torch.manual_seed(0)
+    model = LanguageModel(23, E, H, 2, max_len=16, positions=positions).eval()
+    ids = torch.randint(0, 23, (N, L))
+    logits_cpu, weights_cpu = model(ids, need_weights=True)
+    model.to(device)
+    logits, weights = model(ids.to(device), need_weights=True)
+    _same((logits, weights), (logits_cpu, weights_cpu), device)
+    cache = ModelCache(model.num_layers)
+    cached = [model(ids[:, i : i + 1].to(device), cache=cache)[0] for i in range(L)]
+    _same(torch.cat(cached, dim=1), logits_cpu, device)
+
+
+def test_generate(device):
+    torch.manual_seed(0)
+    model = LanguageModel(23, E, H, 2, max_len=16).eval()
+    prompt = torch.randint(0, 23, (1, 3))
+    greedy_cpu = model.generate(prompt, 6, temperature=0)
+    greedy = model.to(device).generate(prompt.to(device), 6, temperature=0)
+    assert greedy.device.type == device.type
+    assert torch.equal(greedy.cpu(), greedy_cpu)
+    sampled = model.generate(
+        prompt.to(device), 4, top_k=5, generator=torch.Generator(device).manual_seed(0)
+    )
+    assert sampled.shape == (1, 7) and sampled.device.type == device.type
+
+
+def test_backward(device):
+    """Gradients flow on the device as on the CPU (training runs there too)."""
+    torch.manual_seed(0)
+    model = LanguageModel(23, E, H, 2, max_len=16)
+    ids = torch.randint(0, 23, (N, L))
+    model(ids)[0].sum().backward()
+    grads_cpu = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model.to(device)
+    model(ids.to(device))[0].sum().backward()
+    _same([p.grad for p in model.parameters()], grads_cpu, device)
+
+
+@pytest.mark.skipif(CUDA, reason="a CUDA device is here: make gpu-check runs for real")
+def test_gpu_check_says_when_there_is_no_gpu(capsys):
+    import gpu_check
+
+    assert gpu_check.main(["--device", "cuda"]) == 2
+    assert "no CUDA device here" in capsys.readouterr().err
