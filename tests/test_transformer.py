@@ -203,6 +203,16 @@ def test_block_from_torch_errors():
         block_from_torch(tanh)
 
 
+def test_block_from_torch_refuses_two_layer_norm_eps():
+    """The block has one norm_eps: a layer whose norm2 has another would give other outputs."""
+    layer = torch_layer()
+    layer.norm2.eps = 1e-3
+    with pytest.raises(
+        ValueError, match=r"layer must have the same eps in norm1 and norm2 .*norm2.eps=0.001"
+    ):
+        block_from_torch(layer)
+
+
 def test_block_to_torch_errors():
     with pytest.raises(TypeError, match="block must be an attnlib.TransformerBlock; got Linear"):
         block_to_torch(nn.Linear(E, E))
@@ -217,7 +227,7 @@ def test_block_to_torch_errors():
             block_to_torch(TransformerBlock(E, H, positions=positions))
     with pytest.raises(
         ValueError,
-        match="num_kv_heads == num_heads for torch.nn.MultiheadAttention.*"
+        match="block.attn must have num_kv_heads == num_heads for nn.TransformerEncoderLayer.*"
         "got num_kv_heads=1, num_heads=3",
     ):
         block_to_torch(TransformerBlock(E, H, num_kv_heads=1))
