@@ -258,8 +258,9 @@ def weighted_sum(weights: Tensor, value: Tensor) -> Tensor:
     a blocked key whose value holds ``inf`` or NaN would otherwise give ``0 * inf = NaN``.
 
     In eager mode the exact path runs only when ``value`` is not all finite (a test of the
-    values); under ``torch.compile`` it always runs, so that nothing branches on them."""
-    if torch.compiler.is_compiling() or (value.numel() and not torch.isfinite(value).all()):
+    values); under ``torch.compile`` and on the ``meta`` device it always runs, so that nothing
+    branches on them (see :func:`values_unreadable`)."""
+    if values_unreadable(value) or (value.numel() and not torch.isfinite(value).all()):
         return _exact_weighted_sum(weights, value)
     return weights @ value  # (..., L, d_v)
 
@@ -369,3 +370,10 @@ def directory_error(path: Path, expected: str) -> IsADirectoryError:
     return IsADirectoryError(
         f"path must be {expected}; got the directory {str(path)!r}{holds if names else ''}"
     )
+
+
+def values_unreadable(x: Tensor) -> bool:
+    """Whether a test of ``x``'s values must be skipped: under ``torch.compile`` (a branch on
+    values breaks the graph) and on the ``meta`` device (shapes without values, where
+    ``bool(t)`` raises). The code then takes the path that is right whatever the values are."""
+    return torch.compiler.is_compiling() or x.device.type == "meta"

@@ -30,6 +30,7 @@ from attnlib._checks import (
     check_real,
     check_tensor,
     shape_str,
+    values_unreadable,
 )
 from attnlib.attention import causal_mask
 from attnlib.decoding import KVCache, sliding_window_mask
@@ -257,7 +258,7 @@ def _check_ids(ids, vocab_size: int, name: str = "ids") -> Tensor:
         raise ValueError(
             f"{name} must have shape (L,) or (N, L); got {ids.dim()}-D {shape_str(ids.shape)}"
         )
-    if torch.compiler.is_compiling():  # the test below reads the values: not traceable
+    if values_unreadable(ids):  # the test below reads the values (compile, meta: it can't)
         return ids
     if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
         bad = ids[(ids < 0) | (ids >= vocab_size)].unique().tolist()[:5]
