@@ -5,7 +5,6 @@ and caches made for another model.
 Sizes are all different (E=12, H=3, D=4, L=5, S=7, N=2, V=31, 2 layers).
 """
 
-
 import pytest
 import torch
 from attnlib import (
