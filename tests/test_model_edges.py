@@ -71,3 +71,39 @@ def test_block_and_model_on_meta_give_shapes():
         logits, weights = model(torch.zeros(N, L, dtype=torch.long), need_weights=True)
     assert logits.shape == (N, L, V) and logits.device.type == "meta"
     assert [w.shape for w in weights] == [(N, H, L, L)] * LAYERS
+
+
+# ---- ids of every integer dtype ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_int64_and_int32_ids_give_the_same_logits(dtype):
+    model = lm()
+    torch.testing.assert_close(model(ids().to(dtype))[0], model(ids())[0])
+    assert torch.equal(
+        model.generate(ids().to(dtype), 2, temperature=0)[:, L:].long(),
+        model.generate(ids(), 2, temperature=0)[:, L:],
+    )
+
+
+@pytest.mark.parametrize(
+    "dtype,hint",
+    [
+        (torch.uint8, r" \(a uint8 or bool index tensor is a mask in PyTorch, not indices\)"),
+        (torch.bool, r" \(a uint8 or bool index tensor is a mask in PyTorch, not indices\)"),
+        (torch.int8, ""),
+        (torch.int16, ""),
+    ],
+)
+def test_other_integer_ids_are_a_type_error(dtype, hint):
+    """uint8 and int8 ids used to reach nn.Embedding, whose RuntimeError names 'indices' and
+    'CharTensor'; now a TypeError names ids and the dtypes it takes."""
+    model, bad = lm(), ids().to(dtype)
+    match = (
+        rf"ids must be an integer tensor of token indices, int64 or int32; got dtype {dtype}"
+        rf"{hint}: convert with ids.long\(\)"
+    )
+    with pytest.raises(TypeError, match=match):
+        model(bad)
+    with pytest.raises(TypeError, match=match):
+        model.generate(bad, 2)

@@ -377,3 +377,39 @@ def values_unreadable(x: Tensor) -> bool:
     values breaks the graph) and on the ``meta`` device (shapes without values, where
     ``bool(t)`` raises). The code then takes the path that is right whatever the values are."""
     return torch.compiler.is_compiling() or x.device.type == "meta"
+
+
+INDEX_DTYPES = (torch.int64, torch.int32)  # what nn.Embedding takes as indices
+
+
+def check_ids(ids, vocab_size: int, name: str = "ids") -> Tensor:
+    """``ids`` is an ``int64`` or ``int32`` tensor ``(L,)`` or ``(N, L)`` of token indices in
+    ``0 .. vocab_size - 1``. TypeError for another dtype (``uint8`` and ``bool`` index tensors
+    are masks in PyTorch, ``int8``/``int16`` are not indices to ``nn.Embedding``), ValueError
+    for another rank or an index out of range. The range is a test of the values: skipped
+    where they cannot be read (:func:`values_unreadable`)."""
+    if not isinstance(ids, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token indices; got {type(ids).__name__}")
+    if ids.dtype not in INDEX_DTYPES:
+        hint = (
+            " (a uint8 or bool index tensor is a mask in PyTorch, not indices)"
+            if ids.dtype in (torch.uint8, torch.bool)
+            else ""
+        )
+        raise TypeError(
+            f"{name} must be an integer tensor of token indices, int64 or int32; got dtype "
+            f"{ids.dtype}{hint}: convert with {name}.long()"
+        )
+    if ids.dim() not in (1, 2):
+        raise ValueError(
+            f"{name} must have shape (L,) or (N, L); got {ids.dim()}-D {shape_str(ids.shape)}"
+        )
+    if values_unreadable(ids):  # the test below reads the values
+        return ids
+    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
+        bad = ids[(ids < 0) | (ids >= vocab_size)].unique().tolist()[:5]
+        raise ValueError(
+            f"{name} must hold token indices in 0..{vocab_size - 1} (vocab_size={vocab_size}); "
+            f"got {bad}"
+        )
+    return ids

@@ -24,13 +24,13 @@ from torch import Tensor, nn
 
 from attnlib._checks import (
     check_dropout,
+    check_ids,
     check_mask,
     check_module_input,
     check_positive_int,
     check_real,
     check_tensor,
     shape_str,
-    values_unreadable,
 )
 from attnlib.attention import causal_mask
 from attnlib.decoding import KVCache, sliding_window_mask
@@ -249,26 +249,6 @@ class ModelCache:
         return f"ModelCache(layers={len(self.layers)}, length={self.length}, nbytes={self.nbytes})"
 
 
-def _check_ids(ids, vocab_size: int, name: str = "ids") -> Tensor:
-    if not isinstance(ids, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token indices; got {type(ids).__name__}")
-    if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
-        raise TypeError(f"{name} must be an integer tensor of token indices; got dtype {ids.dtype}")
-    if ids.dim() not in (1, 2):
-        raise ValueError(
-            f"{name} must have shape (L,) or (N, L); got {ids.dim()}-D {shape_str(ids.shape)}"
-        )
-    if values_unreadable(ids):  # the test below reads the values (compile, meta: it can't)
-        return ids
-    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
-        bad = ids[(ids < 0) | (ids >= vocab_size)].unique().tolist()[:5]
-        raise ValueError(
-            f"{name} must hold token indices in 0..{vocab_size - 1} (vocab_size={vocab_size}); "
-            f"got {bad}"
-        )
-    return ids
-
-
 class LanguageModel(nn.Module):
     """A causal (GPT-style) language model: embed, ``num_layers`` blocks, predict the next token.
 
@@ -317,7 +297,7 @@ class LanguageModel(nn.Module):
             when tied.
 
     Shape:
-        - ``ids``: ``(L,)`` or ``(N, L)`` integers in ``0 .. V-1``.
+        - ``ids``: ``(L,)`` or ``(N, L)`` integers in ``0 .. V-1``, ``int64`` or ``int32``.
         - logits: ``(L, V)`` or ``(N, L, V)``.
         - weights: with ``need_weights=True`` a list, one ``(H, L, S)`` or ``(N, H, L, S)``
           tensor per layer, else ``None``. ``S = L`` without a cache.
@@ -326,7 +306,9 @@ class LanguageModel(nn.Module):
         ValueError: if a size is not a positive integer, ``positions`` is not one of the five,
             ``embeddings`` is not ``(V, E)``, ``ids`` holds an index outside ``0 .. V-1``, or a
             sequence is longer than ``max_len`` with ``"learned"`` or ``"sinusoidal"`` positions.
-        TypeError: if ``ids`` is not an integer tensor or ``embeddings`` not a float tensor.
+        TypeError: if ``ids`` is not an ``int64`` or ``int32`` tensor (``uint8`` and ``bool``
+            index tensors are masks in PyTorch; ``int8``, ``int16`` are refused too), or
+            ``embeddings`` not a float tensor.
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -449,7 +431,7 @@ class LanguageModel(nn.Module):
         With ``cache=`` (from :meth:`new_cache`), ``ids`` holds only the new tokens: their keys
         and values are appended to the cache and they attend to everything it keeps.
         """
-        _check_ids(ids, self.vocab_size)
+        check_ids(ids, self.vocab_size)
         if cache is not None and not isinstance(cache, ModelCache):
             raise TypeError(
                 "cache must be an attnlib.ModelCache (model.new_cache()); got "
@@ -528,10 +510,10 @@ class LanguageModel(nn.Module):
                 ``max_new_tokens`` is negative, ``temperature`` negative, ``top_k < 1``, or the
                 model would have to read more than ``max_len`` tokens (``L + max_new_tokens -
                 1``) with ``"learned"``/``"sinusoidal"`` positions.
-            TypeError: if ``ids`` is not an integer tensor, or ``temperature`` or ``top_k`` has
-                the wrong type.
+            TypeError: if ``ids`` is not an ``int64`` or ``int32`` tensor, or ``temperature`` or
+                ``top_k`` has the wrong type.
         """
-        _check_ids(ids, self.vocab_size)
+        check_ids(ids, self.vocab_size)
         if ids.shape[-1] == 0:
             raise ValueError("ids must hold at least one token to continue; got an empty prompt")
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
