@@ -9,6 +9,7 @@ import pytest
 import torch
 from attnlib import (
     LanguageModel,
+    ModelCache,
     MultiHeadAttention,
     NaiveMultiHeadAttention,
     TransformerBlock,
@@ -16,6 +17,7 @@ from attnlib import (
     causal_mask,
     scaled_dot_product_attention,
 )
+from attnlib.decoding import KVCache
 from attnlib.efficient import tiled_attention
 
 E, H, D, L, S, N, V, LAYERS, MAX_LEN = 12, 3, 4, 5, 7, 2, 31, 2, 16
@@ -107,3 +109,137 @@ def test_other_integer_ids_are_a_type_error(dtype, hint):
         model(bad)
     with pytest.raises(TypeError, match=match):
         model.generate(bad, 2)
+
+
+# ---- empty steps and empty ids ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [MultiHeadAttention, NaiveMultiHeadAttention])
+@pytest.mark.parametrize("positions", [None, "rope", "alibi"])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_an_empty_step_with_a_cache_gives_an_empty_output(cls, positions, need_weights):
+    """L_new = 0 with a cache raised 'cannot reshape tensor of 0 elements into shape
+    [1, 1, 0, -1]' (and had already touched the cache); now an empty output, as without a
+    cache, and the cache goes on as if the step had not happened."""
+    if cls is NaiveMultiHeadAttention and positions is not None:
+        pytest.skip("NaiveMultiHeadAttention has no positions")
+    torch.manual_seed(0)
+    kwargs = {} if positions is None else {"positions": positions}
+    m = cls(E, H, bias=True, **kwargs).eval()
+    x = torch.randn(N, L, E)
+    cache, reference = KVCache(), KVCache()
+    out, w = m(x[:, :0], cache=cache, need_weights=need_weights)  # a first, empty step
+    assert out.shape == (N, 0, E) and (w is None or w.shape == (N, H, 0, 0))
+    m(x[:, :3], cache=cache)
+    out, w = m(x[:, :0], cache=cache, need_weights=need_weights)  # an empty step later on
+    assert out.shape == (N, 0, E) and (w is None or w.shape == (N, H, 0, 3))
+    assert cache.length == 3
+    m(x[:, :3], cache=reference)
+    torch.testing.assert_close(m(x[:, 3:], cache=cache)[0], m(x[:, 3:], cache=reference)[0])
+
+
+@pytest.mark.parametrize("window", [None, 2])
+@pytest.mark.parametrize("batched", [True, False])
+def test_empty_ids_give_empty_logits(window, batched):
+    """ids of shape (N, 0) raised 'L must be a positive integer; got 0' (from the causal mask
+    the model builds, naming no argument of the call); now empty logits and weights, with or
+    without a cache (an empty step leaves the cache as it was)."""
+    model = lm(window=window)
+    empty = ids(0) if batched else ids(0)[0]
+    batch = (N,) if batched else ()
+    logits, weights = model(empty, need_weights=True)
+    assert logits.shape == (*batch, 0, V)
+    assert [w.shape for w in weights] == [(*batch, H, 0, 0)] * LAYERS
+    cache = model.new_cache()
+    assert model(empty, cache=cache)[0].shape == (*batch, 0, V)
+    prompt = ids() if batched else ids()[0]
+    model(prompt, cache=cache)
+    logits, weights = model(empty, cache=cache, need_weights=True)
+    kept = L if window is None else window  # the keys the cache keeps
+    assert logits.shape == (*batch, 0, V) and weights[0].shape == (*batch, H, 0, kept)
+    assert cache.length == L
+    nxt = prompt[..., :1]
+    full = model(torch.cat([prompt, nxt], dim=-1))[0][..., -1:, :]
+    torch.testing.assert_close(model(nxt, cache=cache)[0], full, atol=1e-5, rtol=1e-5)
+
+
+def test_generate_refuses_an_empty_prompt_but_takes_an_empty_batch():
+    model = lm()
+    with pytest.raises(ValueError, match="ids must hold at least one token to continue"):
+        model.generate(ids(0), 2)
+    assert model.generate(ids(L, batch=0), 2).shape == (0, L + 2)
+
+
+# ---- a cache made for another model ------------------------------------------------------------
+
+
+def test_a_cache_without_the_models_window_is_refused():
+    """ModelCache(2) given to a model with window=2 kept every position, and the model attended
+    to all of them: logits off by ~0.02, silently. Now a ValueError naming cache and window."""
+    model, other = lm(window=2), lm(window=3)
+    match = (
+        r"cache must keep the model's window=2 \(sliding-window attention\) in every layer; got "
+        r"window={} in layer 0: a cache belongs to one model .*model.new_cache\(\)"
+    )
+    for cache, got in [(ModelCache(LAYERS), None), (other.new_cache(), 3)]:
+        with pytest.raises(ValueError, match=match.format(got)):
+            model(ids(), cache=cache)
+        with pytest.raises(ValueError, match=match.format(got)):
+            model(ids(), cache=cache)
+    with pytest.raises(ValueError, match=r"cache must keep the model's window=None .*got window=2"):
+        lm()(ids(), cache=ModelCache(LAYERS, window=2))
+    assert model.new_cache().window == 2 and "window=2" in repr(model.new_cache())
+
+
+def test_a_filled_cache_of_another_model_or_batch_is_refused():
+    """A cache filled by a model with other heads or head size, or by another batch, raised
+    'key must have shape ...' (an argument the call does not have) from inside a layer; now
+    a ValueError naming cache, what it holds and what the step needs."""
+    torch.manual_seed(0)
+    small = LanguageModel(V, E, 2, LAYERS, max_len=MAX_LEN).eval()  # H=2, D=6
+    model, cache = lm(), small.new_cache()
+    small(ids(), cache=cache)
+    with pytest.raises(
+        ValueError,
+        match=r"cache \(layer 0\) holds keys of shape \(N=2, G=2, S=5, D=6\); this step needs "
+        r"\(N=2, G=3, S, D=4\): a cache belongs to one model and one batch",
+    ):
+        model(ids(1), cache=cache)
+    assert cache.length == L  # the refused step changed nothing
+    cache = model.new_cache()
+    model(ids(), cache=cache)
+    with pytest.raises(ValueError, match=r"holds keys of shape \(N=2, .*needs \(N=1, G=3"):
+        model(ids(1, batch=1), cache=cache)
+    with pytest.raises(TypeError, match=r"cache \(layer 0\) holds keys of dtype torch.float32; "):
+        model.double()(ids(1), cache=cache)
+
+
+def test_a_cache_whose_layers_saw_other_tokens_is_refused():
+    model, cache = lm(), lm().new_cache()
+    cache.layers[0].length = 3  # as if layer 0 alone had been run
+    with pytest.raises(
+        ValueError,
+        match=r"cache must have seen the same tokens in every layer; "
+        r"got lengths \[3, 0\]",
+    ):
+        model(ids(), cache=cache)
+
+
+def test_layers_refuse_a_kv_cache_of_another_layer():
+    """The block and both multi-head classes name cache (not key) when a filled KVCache holds
+    keys of other heads or another batch."""
+    torch.manual_seed(0)
+    x = torch.randn(N, L, E)
+    for layer in (
+        MultiHeadAttention(E, H, num_kv_heads=1),
+        NaiveMultiHeadAttention(E, H),
+        TransformerBlock(E, H),
+    ):
+        cache = KVCache()
+        MultiHeadAttention(E, 2)(x, cache=cache)  # G=2, D=6
+        with pytest.raises(
+            ValueError,
+            match=r"cache holds keys of shape \(N=2, G=2, S=5, D=6\); this step needs \(N=2, "
+            r"G=\d, S, D=4\): a cache belongs to one layer and one batch; start a new KVCache",
+        ):
+            layer(x, cache=cache)

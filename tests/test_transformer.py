@@ -514,7 +514,9 @@ def test_returned_weights_are_the_weights_applied(positions):
     lm = MODELS[positions]
     ids = prompt(length=S)
     seen = []
-    hook = lm.blocks[0].register_forward_hook(lambda m, args, out: seen.append(out[0]))
+    # block 0's output is what block 1's first LayerNorm reads (the model calls the blocks'
+    # private _forward, which runs no hook of the block itself)
+    hook = lm.blocks[1].ln1.register_forward_hook(lambda m, args, out: seen.append(args[0]))
     try:
         with torch.no_grad():
             logits, weights = lm(ids, need_weights=True)
@@ -854,5 +856,9 @@ def test_cache_errors():
         LanguageModel(V, E, H, 2, max_len=MAX_LEN, window=0)
     cache = lm.new_cache()
     lm(ids, cache=cache)
-    with pytest.raises(ValueError, match=r"key must have shape \(N=2, G=3, L_new, D=4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"cache \(layer 0\) holds keys of shape \(N=2, G=3, S=5, D=4\); this step needs "
+        r"\(N=1, G=3, S, D=4\)",
+    ):
         lm(ids[:1, :1], cache=cache)  # another batch size: the cache belongs to one batch

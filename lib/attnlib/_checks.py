@@ -413,3 +413,65 @@ def check_ids(ids, vocab_size: int, name: str = "ids") -> Tensor:
             f"got {bad}"
         )
     return ids
+
+
+def check_cache_fits(
+    name: str, cache, *, N: int, kv_heads: int, head_dim: int, dtype, device, hint: str
+) -> None:
+    """A key-value cache that already holds keys, ``(N', G', S, D')``, can take a step of
+    ``N`` sequences through a layer of ``kv_heads`` key/value heads of size ``head_dim``, in
+    ``dtype`` on ``device``; else an error naming ``name``, what it holds and what the step
+    needs, then ``hint`` (how to make the right cache). An empty cache fits any step."""
+    _cache_fits(name, cache, N, kv_heads, head_dim, dtype, device, hint)
+
+
+def _cache_fits(name, cache, N, kv_heads, head_dim, dtype, device, hint) -> None:
+    """:func:`check_cache_fits` without the spy's count (the model runs it once per layer)."""
+    key = cache.key
+    if key is None:
+        return
+    n, g, s, d = key.shape
+    if (n, g, d) != (N, kv_heads, head_dim):
+        raise ValueError(
+            f"{name} holds keys of shape (N={n}, G={g}, S={s}, D={d}); this step needs "
+            f"(N={N}, G={kv_heads}, S, D={head_dim}): {hint}"
+        )
+    if key.dtype != dtype:
+        raise TypeError(
+            f"{name} holds keys of dtype {key.dtype}; this step computes in {dtype}: {hint}"
+        )
+    if key.device != device:
+        raise ValueError(f"{name} holds keys on {key.device}; this step runs on {device}: {hint}")
+
+
+def check_model_cache(
+    cache, cls, *, num_layers: int, window, N: int, kv_heads: int, head_dim: int, dtype, device
+) -> None:
+    """``cache`` is a ``cls`` (``ModelCache``) made for this model: one layer cache per block,
+    the model's sliding ``window`` in every one (a cache without it would keep, and attend to,
+    positions the model must not see), the same number of tokens seen in every layer, and kept
+    keys that fit the model's heads, the batch of ``N`` sequences, dtype and device."""
+    hint = "a cache belongs to one model and one batch; start a new one with model.new_cache()"
+    if not isinstance(cache, cls):
+        raise TypeError(
+            f"cache must be an attnlib.{cls.__name__} (model.new_cache()); got "
+            f"{type(cache).__name__}"
+        )
+    if len(cache.layers) != num_layers:
+        raise ValueError(
+            f"cache must have one layer cache per block ({num_layers}); got {len(cache.layers)}"
+            f": {hint}"
+        )
+    for i, layer in enumerate(cache.layers):
+        if layer.window != window:
+            raise ValueError(
+                f"cache must keep the model's window={window} (sliding-window attention) in every "
+                f"layer; got window={layer.window} in layer {i}: {hint}"
+            )
+    lengths = [layer.length for layer in cache.layers]
+    if len(set(lengths)) > 1:
+        raise ValueError(
+            f"cache must have seen the same tokens in every layer; got lengths {lengths}: {hint}"
+        )
+    for i, layer in enumerate(cache.layers):
+        _cache_fits(f"cache (layer {i})", layer, N, kv_heads, head_dim, dtype, device, hint)

@@ -133,7 +133,12 @@ def causal_mask(L: int, S: int | None = None, *, device=None) -> Tensor:
     S = L if S is None else S
     for name, n in (("L", L), ("S", S)):
         check_positive_int(name, n)
-    return torch.ones(L, S, dtype=torch.bool, device=device).tril()
+    return _causal_mask(L, S, device)
+
+
+def _causal_mask(L: int, S: int, device) -> Tensor:
+    """The kernel of :func:`causal_mask`, without the checks (``L`` or ``S`` may be 0)."""
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril()  # (L, S)
 
 
 def attention_weights(

@@ -23,17 +23,19 @@ import torch
 from torch import Tensor, nn
 
 from attnlib._checks import (
+    check_cache_fits,
     check_dropout,
     check_ids,
     check_mask,
+    check_model_cache,
     check_module_input,
     check_positive_int,
     check_real,
     check_tensor,
     shape_str,
 )
-from attnlib.attention import causal_mask
-from attnlib.decoding import KVCache, sliding_window_mask
+from attnlib.attention import _causal_mask
+from attnlib.decoding import KVCache, _sliding_window_mask
 from attnlib.multihead import MultiHeadAttention, _check_cache
 from attnlib.positions import sinusoidal_encoding
 
@@ -93,10 +95,14 @@ class TransformerBlock(nn.Module):
     Raises:
         ValueError: if a size is not a positive integer, ``E`` is not divisible by ``H``,
             ``mlp_ratio`` is negative or so small that the MLP would have no hidden unit,
-            ``dropout`` is not in ``[0, 1)``, or ``x`` or ``mask`` has the wrong shape.
-        TypeError: if ``x`` is not a float tensor of the block's dtype.
+            ``dropout`` is not in ``[0, 1)``, ``x`` or ``mask`` has the wrong shape, ``cache``
+            is combined with ``mask``, or a filled ``cache`` holds keys of other heads, head
+            size, batch size or device.
+        TypeError: if ``x`` is not a float tensor of the block's dtype, ``cache`` is not a
+            :class:`attnlib.decoding.KVCache` or holds keys of another dtype.
 
     Example:
+        >>> from attnlib import causal_mask
         >>> _ = torch.manual_seed(0)
         >>> block = TransformerBlock(12, 3).eval()
         >>> x = torch.randn(2, 5, 12)
@@ -177,7 +183,18 @@ class TransformerBlock(nn.Module):
             raise ValueError(
                 f"x must have shape ({n}L, E={self.embed_dim}); got {shape_str(x.shape)}"
             )
-        _check_cache(cache, None, None, mask)
+        _check_cache(cache, None, None, mask, self.attn)
+        if cache is not None:
+            check_cache_fits(
+                "cache",
+                cache,
+                N=x.shape[0] if x.dim() == 3 else 1,
+                kv_heads=self.attn.num_kv_heads,
+                head_dim=self.attn.head_dim,
+                dtype=x.dtype,
+                device=x.device,
+                hint="a cache belongs to one layer and one batch; start a new KVCache()",
+            )
         if mask is not None:
             N, L, H = x.shape[:-2], x.shape[-2], self.num_heads
             if x.dim() == 3 and isinstance(mask, Tensor) and mask.dim() == 3:  # (N, L, S)
@@ -221,6 +238,11 @@ class ModelCache:
 
     Attributes:
         layers: the list of per-layer caches.
+        window: the ``window`` every layer keeps (``None``: all positions).
+
+    A model takes only a cache made for it (:meth:`LanguageModel.forward` raises otherwise):
+    as many layers as it has blocks, its own ``window``, and, once filled, keys of its heads,
+    head size, dtype and device for the same batch of sequences.
 
     Raises:
         ValueError: if ``num_layers`` or ``window`` is not a positive integer.
@@ -241,12 +263,22 @@ class ModelCache:
         return self.layers[0].length
 
     @property
+    def window(self) -> int | None:
+        """The positions kept in every layer (``None``: all); a model takes only a cache with
+        its own ``window``."""
+        return self.layers[0].window
+
+    @property
     def nbytes(self) -> int:
         """Bytes held by the kept keys and values of every layer."""
         return sum(layer.nbytes for layer in self.layers)
 
     def __repr__(self) -> str:
-        return f"ModelCache(layers={len(self.layers)}, length={self.length}, nbytes={self.nbytes})"
+        window = "" if self.window is None else f", window={self.window}"
+        return (
+            f"ModelCache(layers={len(self.layers)}{window}, length={self.length}, "
+            f"nbytes={self.nbytes})"
+        )
 
 
 class LanguageModel(nn.Module):
@@ -304,11 +336,21 @@ class LanguageModel(nn.Module):
 
     Raises:
         ValueError: if a size is not a positive integer, ``positions`` is not one of the five,
-            ``embeddings`` is not ``(V, E)``, ``ids`` holds an index outside ``0 .. V-1``, or a
-            sequence is longer than ``max_len`` with ``"learned"`` or ``"sinusoidal"`` positions.
+            ``embeddings`` is not ``(V, E)``, ``ids`` holds an index outside ``0 .. V-1``, a
+            sequence is longer than ``max_len`` with ``"learned"`` or ``"sinusoidal"`` positions,
+            or ``cache`` was not made for this model and these ids: another number of layers,
+            another ``window`` (``ModelCache(num_layers)`` for a model with a window), layers
+            that saw different numbers of tokens, or kept keys of other heads, head size, batch
+            size or device (make it with :meth:`new_cache`).
         TypeError: if ``ids`` is not an ``int64`` or ``int32`` tensor (``uint8`` and ``bool``
-            index tensors are masks in PyTorch; ``int8``, ``int16`` are refused too), or
-            ``embeddings`` not a float tensor.
+            index tensors are masks in PyTorch; ``int8``, ``int16`` are refused too),
+            ``embeddings`` not a float tensor, ``cache`` not a :class:`ModelCache`, or its kept
+            keys have another dtype than the model.
+
+    ``ids`` with no token, ``(N, 0)``, give empty logits ``(N, 0, V)`` (with a cache: an empty
+    step that leaves it as it was). The model checks its arguments once and runs its blocks'
+    private forward, so a forward hook registered on a block itself does not run (hooks on the
+    model and on a block's parts, ``ln1``, ``mlp``, ... do).
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -429,27 +471,35 @@ class LanguageModel(nn.Module):
         """Logits for the token after each position; returns ``(logits, weights or None)``.
 
         With ``cache=`` (from :meth:`new_cache`), ``ids`` holds only the new tokens: their keys
-        and values are appended to the cache and they attend to everything it keeps.
+        and values are appended to the cache and they attend to everything it keeps. The
+        arguments are checked here, once (see the class docstring for the errors); the blocks
+        do not check them again.
         """
         check_ids(ids, self.vocab_size)
-        if cache is not None and not isinstance(cache, ModelCache):
-            raise TypeError(
-                "cache must be an attnlib.ModelCache (model.new_cache()); got "
-                f"{type(cache).__name__}"
+        if cache is not None:
+            attn = self.blocks[0].attn
+            check_model_cache(
+                cache,
+                ModelCache,
+                num_layers=self.num_layers,
+                window=self.window,
+                N=ids.shape[0] if ids.dim() == 2 else 1,
+                kv_heads=attn.num_kv_heads,
+                head_dim=attn.head_dim,
+                dtype=attn.out_proj.weight.dtype,
+                device=attn.out_proj.weight.device,
             )
-        if cache is not None and len(cache.layers) != self.num_layers:
-            raise ValueError(
-                f"cache must have one layer cache per block ({self.num_layers}); got "
-                f"{len(cache.layers)}"
-            )
+        start = 0 if cache is None else cache.length
+        self._check_length(start + ids.shape[-1], "the sequence (ids plus the cached tokens)")
         return self._forward(ids, cache, need_weights)
 
     def _forward(self, ids, cache, need_weights):
+        """The model without the checks (:meth:`generate` calls it at every step); the blocks'
+        private ``_forward`` does not check again."""
         batched = ids.dim() == 2
         ids = ids if batched else ids.unsqueeze(0)  # (N, L)
         L = ids.shape[1]
         start = 0 if cache is None else cache.length
-        self._check_length(start + L, "the sequence (ids plus the cached tokens)")
         x = self.token_embedding(ids)  # (N, L, E)
         if self.position_embedding is not None:
             x = x + self.position_embedding(torch.arange(start, start + L, device=ids.device))
@@ -458,13 +508,15 @@ class LanguageModel(nn.Module):
         x = self.drop(x)
         mask = None  # with a cache, the cache masks
         if cache is None and self.window is None:
-            mask = causal_mask(L, device=ids.device)  # (L, L)
+            mask = _causal_mask(L, L, ids.device)  # (L, L); L may be 0
         elif cache is None:
-            mask = sliding_window_mask(L, self.window, device=ids.device)  # (L, L)
+            mask = _sliding_window_mask(L, self.window, L, ids.device)  # (L, L)
+        if mask is not None:
+            mask = mask.view(1, 1, L, L)  # (1, 1, L, L): the blocks' 4-D mask
         layer_caches = [None] * self.num_layers if cache is None else cache.layers
         weights = []
         for block, layer_cache in zip(self.blocks, layer_caches):
-            x, w = block(x, mask=mask, cache=layer_cache, need_weights=need_weights)
+            x, w = block._forward(x, mask, layer_cache, need_weights)  # (N, L, E)
             weights.append(w)  # (N, H, L, S) or None
         logits = self.lm_head(self.ln_f(x))  # (N, L, V)
         if not batched:
