@@ -5,6 +5,8 @@ and caches made for another model.
 Sizes are all different (E=12, H=3, D=4, L=5, S=7, N=2, V=31, 2 layers).
 """
 
+import math
+
 import pytest
 import torch
 from attnlib import (
@@ -168,6 +170,43 @@ def test_generate_refuses_an_empty_prompt_but_takes_an_empty_batch():
     with pytest.raises(ValueError, match="ids must hold at least one token to continue"):
         model.generate(ids(0), 2)
     assert model.generate(ids(L, batch=0), 2).shape == (0, L + 2)
+
+
+# ---- tiny temperatures -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("temperature", [1e-38, 1e-300, 5e-324])
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_a_tiny_temperature_samples_the_greedy_tokens(temperature, use_cache):
+    """logits / 1e-38 overflowed float32 to inf, and softmax(inf) is NaN: torch.multinomial
+    raised 'probability tensor contains either inf, nan or element < 0' (or, below float32's
+    range, for any logits). Now any positive temperature samples, and a tiny one gives the
+    greedy tokens."""
+    model = lm()
+    with torch.no_grad():  # large logits, as a trained model's: 10 / 1e-38 > 3.4e38
+        model.token_embedding.weight.mul_(40)
+    assert model(ids())[0].abs().amax() > 10
+    g = torch.Generator().manual_seed(0)
+    sampled = model.generate(ids(), 6, temperature=temperature, generator=g, use_cache=use_cache)
+    assert torch.equal(sampled, model.generate(ids(), 6, temperature=0))
+
+
+def test_an_ordinary_temperature_draws_as_before():
+    """Where logits / temperature is finite the probabilities are computed as they were, so
+    that a seeded sample is the same token for token."""
+    model = lm()
+    g = torch.Generator().manual_seed(3)
+    out = model.generate(ids(), 8, temperature=0.8, top_k=7, generator=g)
+    g = torch.Generator().manual_seed(3)
+    expected = ids()
+    with torch.no_grad():
+        for _ in range(8):
+            last = model(expected)[0][:, -1] / 0.8
+            kth = last.topk(7, dim=-1).values[:, -1:]
+            last = last.masked_fill(last < kth, -math.inf)
+            token = torch.multinomial(torch.softmax(last.double(), dim=-1), 1, generator=g)
+            expected = torch.cat([expected, token], dim=1)
+    assert torch.equal(out, expected)
 
 
 # ---- a cache made for another model ------------------------------------------------------------

@@ -281,6 +281,18 @@ class ModelCache:
         )
 
 
+def _temper(logits: Tensor, temperature: float) -> Tensor:
+    """``logits / temperature``; where a tiny temperature makes that overflow (``inf``, then
+    NaN probabilities), each logit's distance to the largest is divided instead, in float64:
+    the same softmax, with every value ``<= 0`` whatever the temperature (a temperature near 0
+    then leaves all the probability on the largest logits, as greedy decoding does)."""
+    scaled = logits / temperature  # (N, V)
+    if bool(torch.isfinite(scaled).all()) or not bool(torch.isfinite(logits).all()):
+        return scaled
+    logits = logits.double()
+    return (logits - logits.amax(dim=-1, keepdim=True)) / temperature  # (N, V), <= 0
+
+
 class LanguageModel(nn.Module):
     """A causal (GPT-style) language model: embed, ``num_layers`` blocks, predict the next token.
 
@@ -550,6 +562,9 @@ class LanguageModel(nn.Module):
             ids: the prompt, ``(L,)`` or ``(N, L)``, at least one token.
             max_new_tokens: how many tokens to append, ``>= 0``.
             temperature: ``>= 0``; below 1 sharpens the distribution, above 1 flattens it.
+                Any positive float works: where ``logits / temperature`` would overflow (a
+                temperature such as ``1e-38``), the differences to the largest logit are
+                divided instead, which gives the same probabilities without ``inf``.
             top_k: sample among the ``k`` most likely tokens only (``k >= 1``); ``None``: all.
             generator: a ``torch.Generator`` for the draws.
             use_cache: decode with a key-value cache.
@@ -605,7 +620,7 @@ class LanguageModel(nn.Module):
             if temperature == 0:
                 token = last.argmax(dim=-1, keepdim=True)  # (N, 1)
             else:
-                last = last / temperature
+                last = _temper(last, temperature)  # (N, V), finite where the logits are
                 if top_k is not None and top_k < last.shape[-1]:
                     kth = last.topk(top_k, dim=-1).values[:, -1:]  # (N, 1)
                     last = last.masked_fill(last < kth, -math.inf)
