@@ -227,7 +227,7 @@ def test_a_cache_without_the_models_window_is_refused():
             model(ids(), cache=cache)
     with pytest.raises(ValueError, match=r"cache must keep the model's window=None .*got window=2"):
         lm()(ids(), cache=ModelCache(LAYERS, window=2))
-    assert model.new_cache().window == 2 and "window=2" in repr(model.new_cache())
+    assert model.new_cache().window == 2
 
 
 def test_a_filled_cache_of_another_model_or_batch_is_refused():

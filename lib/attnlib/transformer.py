@@ -274,11 +274,7 @@ class ModelCache:
         return sum(layer.nbytes for layer in self.layers)
 
     def __repr__(self) -> str:
-        window = "" if self.window is None else f", window={self.window}"
-        return (
-            f"ModelCache(layers={len(self.layers)}{window}, length={self.length}, "
-            f"nbytes={self.nbytes})"
-        )
+        return f"ModelCache(layers={len(self.layers)}, length={self.length}, nbytes={self.nbytes})"
 
 
 def _temper(logits: Tensor, temperature: float) -> Tensor:
