@@ -1,7 +1,8 @@
 """Arguments are checked once, at the public entry, and the library traces as one graph.
 
 - A spy counts the calls of the ``_checks`` functions in one forward of each multi-head class
-  (E=12, H=4, N=2, L=5, causal mask): at most 8, nested calls included.
+  (E=12, H=4, N=2, L=5, causal mask): at most 8, nested calls included; as many in a forward
+  of the language model, whatever its number of layers, and at most 2 per token generated.
 - ``torch.compile(fullgraph=True)`` traces every public attention entry, the block and the
   language model, with no mask, a boolean mask and a float mask, and gives the eager result.
   The ``"eager"`` backend runs Dynamo's tracing (where a branch on tensor values would fail
@@ -82,6 +83,39 @@ def test_the_block_checks_once(check_calls):
     check_calls.clear()
     block(x, mask=mask)
     assert sum(check_calls.values()) <= 4, dict(check_calls)
+
+
+@pytest.mark.parametrize("num_layers", [1, 4, 12])
+@pytest.mark.parametrize("window", [None, 3])
+def test_the_model_checks_once(num_layers, window, check_calls):
+    """The model checks ids (and the cache) and calls its blocks' private forward: at most 8
+    check calls per forward, whatever num_layers (with 4 layers it made 14: every block's
+    public forward checked again)."""
+    lm = LanguageModel(30, E, H, num_layers, max_len=16, window=window).eval()
+    ids = torch.randint(0, 30, (N, L))
+    check_calls.clear()
+    lm(ids, need_weights=True)
+    assert 1 <= sum(check_calls.values()) <= 8, dict(check_calls)
+    cache = lm.new_cache()
+    lm(ids, cache=cache)
+    check_calls.clear()
+    lm(ids[:, :1], cache=cache)
+    assert 1 <= sum(check_calls.values()) <= 8, dict(check_calls)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_generate_checks_the_prompt_once(use_cache, check_calls):
+    """generate checks its arguments on entry, then runs the model's private forward: at most
+    2 check calls per generated token plus a constant for the prompt (41 for 5 tokens)."""
+    lm = LanguageModel(30, E, H, 4, max_len=32).eval()
+    ids = torch.randint(0, 30, (N, L))
+    counts = []
+    for tokens in (1, 5, 20):
+        check_calls.clear()
+        lm.generate(ids, tokens, temperature=0, use_cache=use_cache)
+        counts.append(sum(check_calls.values()))
+    assert counts[0] <= 8, counts
+    assert counts[2] - counts[1] <= 2 * 15 and counts[1] - counts[0] <= 2 * 4, counts
 
 
 # ---------------------------------------------------------------- torch.compile

@@ -395,3 +395,91 @@ def test_bad_keras_backend_environment_variable():
     assert result.returncode == 0, result.stderr
     assert "RuntimeError: KERAS_BACKEND is 'jax'; attnlib.convert needs 'torch'" in result.stdout
     assert "keras imported: False" in result.stdout
+
+
+# ---------------------------------------------------------------- every converter: equal or refuse
+
+CONFIGS = {  # MultiHeadAttention(E, H, bias=True, **kwargs), E=12
+    "plain H=3": (3, {}),
+    "plain H=4": (4, {}),
+    "kdim vdim": (3, {"kdim": 5, "vdim": 6}),
+    "head_dim": (4, {"head_dim": 5}),
+    "head_dim kdim vdim": (3, {"head_dim": 5, "kdim": 5, "vdim": 6}),
+    "dropout (eval)": (4, {"dropout": 0.3}),
+    "grouped-query": (4, {"num_kv_heads": 2}),
+    "rope": (3, {"positions": "rope"}),
+    "alibi H=3": (3, {"positions": "alibi"}),
+    "alibi H=4": (4, {"positions": "alibi"}),
+}
+REFUSED = {  # (converter, config) -> what the message says; every other pair must be equal
+    **{
+        (conv, name): r"positions=None for .*no rotary \(RoPE\) or ALiBi.*got positions='"
+        for conv in ("to_torch", "to_keras", "naive_from_fused")
+        for name in ("rope", "alibi H=3", "alibi H=4")
+    },
+    **{
+        (conv, "grouped-query"): "num_kv_heads == num_heads .*got num_kv_heads=2, num_heads=4"
+        for conv in ("to_torch", "to_keras", "naive_from_fused")
+    },
+    **{
+        ("to_torch", name): "head_dim \\* num_heads == embed_dim"
+        for name in ("head_dim", "head_dim kdim vdim")
+    },
+}
+
+
+def randomised(module):
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0, 0.4)
+    return module.eval()
+
+
+def converted_forward(conv, m):
+    """The converted module's forward, called as attnlib's (query, key, value, mask); None for a
+    converter whose result is itself an attnlib module."""
+    if conv == "to_torch":
+        mha = to_torch(m)
+        return lambda q, k, v, mask: mha(q, k, v, attn_mask=~mask)[0]
+    if conv == "to_keras":
+        layer = to_keras(m)
+        return lambda q, k, v, mask: torch.as_tensor(
+            layer(q, v, key=k, attention_mask=mask.expand(N, L, S))
+        )
+    ours = naive_from_fused(m)
+    if conv == "fused_from_naive":
+        ours = fused_from_naive(ours)
+    return lambda q, k, v, mask: ours(q, k, v, mask=mask)[0]
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("conv", ["to_torch", "to_keras", "naive_from_fused", "fused_from_naive"])
+def test_every_converter_gives_equal_outputs_or_refuses(conv, config, request):
+    """Copied weights, random biases, E=12, H=3 or 4, L=5, S=7: the converted module computes
+    the same output (a converter that cannot carry a feature refuses, naming it)."""
+    if conv == "to_keras":
+        request.getfixturevalue("keras")
+    torch.manual_seed(0)
+    H, kwargs = CONFIGS[config]
+    m = randomised(MultiHeadAttention(E, H, bias=True, **kwargs))
+    if (conv, config) in REFUSED and conv != "fused_from_naive":
+        with pytest.raises(ValueError, match=REFUSED[conv, config]):
+            converted_forward(conv, m)
+        return
+    if conv == "fused_from_naive" and ("naive_from_fused", config) in REFUSED:
+        pytest.skip("no NaiveMultiHeadAttention has this feature")
+    query, key, value = torch.randn(N, L, E), torch.randn(N, S, m.kdim), torch.randn(N, S, m.vdim)
+    mask = random_mask(L, S)
+    forward = converted_forward(conv, m)
+    close(forward(query, key, value, mask), m(query, key, value, mask=mask)[0])
+
+
+def test_from_keras_is_in_eval_mode_as_keras_calls_are(keras):
+    """A Keras layer with dropout drops only when called with training=True: the module made
+    from it starts in eval mode, so that it computes what the layer computes."""
+    m = randomised(MultiHeadAttention(E, 4, bias=True, dropout=0.3))
+    layer = to_keras(m)
+    back = from_keras(layer)
+    assert not back.training and back.dropout == pytest.approx(0.3)
+    x = torch.randn(N, L, E)
+    close(back(x)[0], torch.as_tensor(layer(x, x)))

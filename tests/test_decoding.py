@@ -185,16 +185,23 @@ def test_cache_refuses_key_value_and_mask():
 def test_cache_of_the_wrong_shape():
     cache = KVCache()
     layer(2)(torch.randn(N, 3, E), cache=cache)
+    hint = r": a cache belongs to one layer and one batch; start a new KVCache\(\)"
+    with pytest.raises(
+        ValueError,
+        match=r"cache holds keys of shape \(N=2, G=2, S=3, D=4\); this step needs "
+        r"\(N=3, G=2, S, D=4\)" + hint,
+    ):
+        layer(2)(torch.randn(3, 1, E), cache=cache)  # another batch size
+    with pytest.raises(
+        ValueError, match=r"cache holds keys of shape .*this step needs \(N=2, G=6, S, D=4\)"
+    ):
+        layer(H)(torch.randn(N, 1, E), cache=cache)  # a layer with other key/value heads
     with pytest.raises(
         ValueError,
         match=r"key must have shape \(N=2, G=2, L_new, D=4\) to extend this cache; "
         r"got \(3, 2, 1, 4\)",
     ):
-        layer(2)(torch.randn(3, 1, E), cache=cache)  # another batch size
-    with pytest.raises(
-        ValueError, match=r"key must have shape \(N=2, G=2, L_new, D=4\).*got \(2, 6, 1, 4\)"
-    ):
-        layer(H)(torch.randn(N, 1, E), cache=cache)  # a layer with other key/value heads
+        cache.update(torch.randn(3, 2, 1, D), torch.randn(3, 2, 1, D))  # called directly
     with pytest.raises(
         ValueError, match=r"key must be a 4-D tensor \(N, G, L_new, D\); got \(2, 1, 4\)"
     ):

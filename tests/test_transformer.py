@@ -203,6 +203,16 @@ def test_block_from_torch_errors():
         block_from_torch(tanh)
 
 
+def test_block_from_torch_refuses_two_layer_norm_eps():
+    """The block has one norm_eps: a layer whose norm2 has another would give other outputs."""
+    layer = torch_layer()
+    layer.norm2.eps = 1e-3
+    with pytest.raises(
+        ValueError, match=r"layer must have the same eps in norm1 and norm2 .*norm2.eps=0.001"
+    ):
+        block_from_torch(layer)
+
+
 def test_block_to_torch_errors():
     with pytest.raises(TypeError, match="block must be an attnlib.TransformerBlock; got Linear"):
         block_to_torch(nn.Linear(E, E))
@@ -217,7 +227,7 @@ def test_block_to_torch_errors():
             block_to_torch(TransformerBlock(E, H, positions=positions))
     with pytest.raises(
         ValueError,
-        match="num_kv_heads == num_heads for torch.nn.MultiheadAttention.*"
+        match="block.attn must have num_kv_heads == num_heads for nn.TransformerEncoderLayer.*"
         "got num_kv_heads=1, num_heads=3",
     ):
         block_to_torch(TransformerBlock(E, H, num_kv_heads=1))
@@ -504,7 +514,9 @@ def test_returned_weights_are_the_weights_applied(positions):
     lm = MODELS[positions]
     ids = prompt(length=S)
     seen = []
-    hook = lm.blocks[0].register_forward_hook(lambda m, args, out: seen.append(out[0]))
+    # block 0's output is what block 1's first LayerNorm reads (the model calls the blocks'
+    # private _forward, which runs no hook of the block itself)
+    hook = lm.blocks[1].ln1.register_forward_hook(lambda m, args, out: seen.append(args[0]))
     try:
         with torch.no_grad():
             logits, weights = lm(ids, need_weights=True)
@@ -844,5 +856,9 @@ def test_cache_errors():
         LanguageModel(V, E, H, 2, max_len=MAX_LEN, window=0)
     cache = lm.new_cache()
     lm(ids, cache=cache)
-    with pytest.raises(ValueError, match=r"key must have shape \(N=2, G=3, L_new, D=4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"cache \(layer 0\) holds keys of shape \(N=2, G=3, S=5, D=4\); this step needs "
+        r"\(N=1, G=3, S, D=4\)",
+    ):
         lm(ids[:1, :1], cache=cache)  # another batch size: the cache belongs to one batch

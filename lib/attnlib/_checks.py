@@ -258,8 +258,9 @@ def weighted_sum(weights: Tensor, value: Tensor) -> Tensor:
     a blocked key whose value holds ``inf`` or NaN would otherwise give ``0 * inf = NaN``.
 
     In eager mode the exact path runs only when ``value`` is not all finite (a test of the
-    values); under ``torch.compile`` it always runs, so that nothing branches on them."""
-    if torch.compiler.is_compiling() or (value.numel() and not torch.isfinite(value).all()):
+    values); under ``torch.compile`` and on the ``meta`` device it always runs, so that nothing
+    branches on them (see :func:`values_unreadable`)."""
+    if values_unreadable(value) or (value.numel() and not torch.isfinite(value).all()):
         return _exact_weighted_sum(weights, value)
     return weights @ value  # (..., L, d_v)
 
@@ -369,3 +370,108 @@ def directory_error(path: Path, expected: str) -> IsADirectoryError:
     return IsADirectoryError(
         f"path must be {expected}; got the directory {str(path)!r}{holds if names else ''}"
     )
+
+
+def values_unreadable(x: Tensor) -> bool:
+    """Whether a test of ``x``'s values must be skipped: under ``torch.compile`` (a branch on
+    values breaks the graph) and on the ``meta`` device (shapes without values, where
+    ``bool(t)`` raises). The code then takes the path that is right whatever the values are."""
+    return torch.compiler.is_compiling() or x.device.type == "meta"
+
+
+INDEX_DTYPES = (torch.int64, torch.int32)  # what nn.Embedding takes as indices
+
+
+def check_ids(ids, vocab_size: int, name: str = "ids") -> Tensor:
+    """``ids`` is an ``int64`` or ``int32`` tensor ``(L,)`` or ``(N, L)`` of token indices in
+    ``0 .. vocab_size - 1``. TypeError for another dtype (``uint8`` and ``bool`` index tensors
+    are masks in PyTorch, ``int8``/``int16`` are not indices to ``nn.Embedding``), ValueError
+    for another rank or an index out of range. The range is a test of the values: skipped
+    where they cannot be read (:func:`values_unreadable`)."""
+    if not isinstance(ids, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token indices; got {type(ids).__name__}")
+    if ids.dtype not in INDEX_DTYPES:
+        hint = (
+            " (a uint8 or bool index tensor is a mask in PyTorch, not indices)"
+            if ids.dtype in (torch.uint8, torch.bool)
+            else ""
+        )
+        raise TypeError(
+            f"{name} must be an integer tensor of token indices, int64 or int32; got dtype "
+            f"{ids.dtype}{hint}: convert with {name}.long()"
+        )
+    if ids.dim() not in (1, 2):
+        raise ValueError(
+            f"{name} must have shape (L,) or (N, L); got {ids.dim()}-D {shape_str(ids.shape)}"
+        )
+    if values_unreadable(ids):  # the test below reads the values
+        return ids
+    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
+        bad = ids[(ids < 0) | (ids >= vocab_size)].unique().tolist()[:5]
+        raise ValueError(
+            f"{name} must hold token indices in 0..{vocab_size - 1} (vocab_size={vocab_size}); "
+            f"got {bad}"
+        )
+    return ids
+
+
+def check_cache_fits(
+    name: str, cache, *, N: int, kv_heads: int, head_dim: int, dtype, device, hint: str
+) -> None:
+    """A key-value cache that already holds keys, ``(N', G', S, D')``, can take a step of
+    ``N`` sequences through a layer of ``kv_heads`` key/value heads of size ``head_dim``, in
+    ``dtype`` on ``device``; else an error naming ``name``, what it holds and what the step
+    needs, then ``hint`` (how to make the right cache). An empty cache fits any step."""
+    _cache_fits(name, cache, N, kv_heads, head_dim, dtype, device, hint)
+
+
+def _cache_fits(name, cache, N, kv_heads, head_dim, dtype, device, hint) -> None:
+    """:func:`check_cache_fits` without the spy's count (the model runs it once per layer)."""
+    key = cache.key
+    if key is None:
+        return
+    n, g, s, d = key.shape
+    if (n, g, d) != (N, kv_heads, head_dim):
+        raise ValueError(
+            f"{name} holds keys of shape (N={n}, G={g}, S={s}, D={d}); this step needs "
+            f"(N={N}, G={kv_heads}, S, D={head_dim}): {hint}"
+        )
+    if key.dtype != dtype:
+        raise TypeError(
+            f"{name} holds keys of dtype {key.dtype}; this step computes in {dtype}: {hint}"
+        )
+    if key.device != device:
+        raise ValueError(f"{name} holds keys on {key.device}; this step runs on {device}: {hint}")
+
+
+def check_model_cache(
+    cache, cls, *, num_layers: int, window, N: int, kv_heads: int, head_dim: int, dtype, device
+) -> None:
+    """``cache`` is a ``cls`` (``ModelCache``) made for this model: one layer cache per block,
+    the model's sliding ``window`` in every one (a cache without it would keep, and attend to,
+    positions the model must not see), the same number of tokens seen in every layer, and kept
+    keys that fit the model's heads, the batch of ``N`` sequences, dtype and device."""
+    hint = "a cache belongs to one model and one batch; start a new one with model.new_cache()"
+    if not isinstance(cache, cls):
+        raise TypeError(
+            f"cache must be an attnlib.{cls.__name__} (model.new_cache()); got "
+            f"{type(cache).__name__}"
+        )
+    if len(cache.layers) != num_layers:
+        raise ValueError(
+            f"cache must have one layer cache per block ({num_layers}); got {len(cache.layers)}"
+            f": {hint}"
+        )
+    for i, layer in enumerate(cache.layers):
+        if layer.window != window:
+            raise ValueError(
+                f"cache must keep the model's window={window} (sliding-window attention) in every "
+                f"layer; got window={layer.window} in layer {i}: {hint}"
+            )
+    lengths = [layer.length for layer in cache.layers]
+    if len(set(lengths)) > 1:
+        raise ValueError(
+            f"cache must have seen the same tokens in every layer; got lengths {lengths}: {hint}"
+        )
+    for i, layer in enumerate(cache.layers):
+        _cache_fits(f"cache (layer {i})", layer, N, kv_heads, head_dim, dtype, device, hint)

@@ -35,6 +35,7 @@ from attnlib._checks import (
     check_value,
     repr_options,
     shape_str,
+    values_unreadable,
     weighted_sum,
 )
 
@@ -132,7 +133,12 @@ def causal_mask(L: int, S: int | None = None, *, device=None) -> Tensor:
     S = L if S is None else S
     for name, n in (("L", L), ("S", S)):
         check_positive_int(name, n)
-    return torch.ones(L, S, dtype=torch.bool, device=device).tril()
+    return _causal_mask(L, S, device)
+
+
+def _causal_mask(L: int, S: int, device) -> Tensor:
+    """The kernel of :func:`causal_mask`, without the checks (``L`` or ``S`` may be 0)."""
+    return torch.ones(L, S, dtype=torch.bool, device=device).tril()  # (L, S)
 
 
 def attention_weights(
@@ -459,9 +465,10 @@ def _attend(
     """
     # F.sdpa lets a blocked key's inf or NaN value reach the output (0 * inf): such a value
     # takes the exact path, whose weighted_sum leaves it out. Testing the values is a branch
-    # on data, which torch.compile cannot trace: there a masked call always takes that path.
+    # on data, which torch.compile cannot trace and a meta tensor cannot answer: there a
+    # masked call always takes that path.
     fast = not need_weights and (
-        mask is None or (not torch.compiler.is_compiling() and bool(torch.isfinite(v).all()))
+        mask is None or (not values_unreadable(v) and bool(torch.isfinite(v).all()))
     )
     if not fast:
         if enable_gqa:  # query head h reads key/value head h // (H / G)

@@ -45,15 +45,24 @@ def _copy(linear: nn.Linear, weight: Tensor, bias: Tensor | None) -> None:
             linear.bias.copy_(bias)
 
 
-def _check_module(m, cls, target: str | None = None) -> None:
-    """``m`` is a ``cls``; with a ``target`` without grouped-query attention, one whose
-    key/value heads are its query heads."""
+def _check_module(m, cls, target: str | None = None, name: str = "m") -> None:
+    """``m`` is a ``cls``; with a ``target`` (which has neither grouped-query attention nor
+    positions inside its attention), one whose key/value heads are its query heads and which
+    has no ``positions``: a converter refuses what the target cannot compute."""
     if not isinstance(m, cls):
-        raise TypeError(f"m must be an attnlib.{cls.__name__}; got {type(m).__name__}")
-    if target and getattr(m, "num_kv_heads", m.num_heads) != m.num_heads:
+        raise TypeError(f"{name} must be an attnlib.{cls.__name__}; got {type(m).__name__}")
+    if not target:
+        return
+    if getattr(m, "num_kv_heads", m.num_heads) != m.num_heads:
         raise ValueError(
-            f"m must have num_kv_heads == num_heads for {target}, which has no grouped-query "
-            f"attention; got num_kv_heads={m.num_kv_heads}, num_heads={m.num_heads}"
+            f"{name} must have num_kv_heads == num_heads for {target}, which has no "
+            f"grouped-query attention; got num_kv_heads={m.num_kv_heads}, num_heads={m.num_heads}"
+        )
+    if getattr(m, "positions", None) is not None:
+        raise ValueError(
+            f"{name} must have positions=None for {target}, which has no rotary (RoPE) or ALiBi "
+            f"positions inside its attention (its outputs would differ); got "
+            f"positions={m.positions!r}"
         )
 
 
@@ -149,7 +158,9 @@ def to_torch(m: MultiHeadAttention) -> nn.MultiheadAttention:
 
     Raises:
         TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`.
-        ValueError: if ``m.head_dim * m.num_heads != m.embed_dim``.
+        ValueError: if ``m.head_dim * m.num_heads != m.embed_dim``, ``m`` has
+            ``num_kv_heads != num_heads`` or ``positions`` (``"rope"``, ``"alibi"``): PyTorch's
+            layer has neither grouped-query attention nor RoPE or ALiBi.
 
     Example:
         >>> m = MultiHeadAttention(12, 4, bias=True)
@@ -210,8 +221,9 @@ def block_from_torch(layer: nn.TransformerEncoderLayer) -> TransformerBlock:
 
     Raises:
         TypeError: if ``layer`` is not an ``nn.TransformerEncoderLayer``.
-        ValueError: if ``layer`` is post-LayerNorm (``norm_first=False``) or its activation is
-            not GELU (the block is pre-LN with GELU, as GPT-2).
+        ValueError: if ``layer`` is post-LayerNorm (``norm_first=False``), its activation is
+            not GELU (the block is pre-LN with GELU, as GPT-2), or its two LayerNorms have
+            different ``eps``.
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -237,6 +249,11 @@ def block_from_torch(layer: nn.TransformerEncoderLayer) -> TransformerBlock:
     )
     if not gelu:
         raise ValueError(f'layer must use activation="gelu"; got {layer.activation!r}')
+    if layer.norm2.eps != layer.norm1.eps:  # the block has one norm_eps for both LayerNorms
+        raise ValueError(
+            f"layer must have the same eps in norm1 and norm2 (TransformerBlock has one "
+            f"norm_eps); got norm1.eps={layer.norm1.eps}, norm2.eps={layer.norm2.eps}"
+        )
     E, hidden = layer.linear1.in_features, layer.linear1.out_features
     weight = layer.linear1.weight
     block = TransformerBlock(
@@ -271,7 +288,7 @@ def block_to_torch(block: TransformerBlock) -> nn.TransformerEncoderLayer:
     Raises:
         TypeError: if ``block`` is not an :class:`attnlib.TransformerBlock`.
         ValueError: if ``block`` has no MLP, uses ``positions``, or has ``num_kv_heads``
-            other than ``num_heads``.
+            other than ``num_heads`` (the message names ``block.attn``).
 
     Example:
         >>> block = TransformerBlock(12, 3, mlp_ratio=2.0)
@@ -291,7 +308,8 @@ def block_to_torch(block: TransformerBlock) -> nn.TransformerEncoderLayer:
             f"block must not use positions inside its attention (nn.TransformerEncoderLayer has "
             f"no RoPE or ALiBi); got positions={block.attn.positions!r}"
         )
-    mha = to_torch(block.attn)  # checks num_kv_heads
+    _check_module(block.attn, MultiHeadAttention, "nn.TransformerEncoderLayer", "block.attn")
+    mha = to_torch(block.attn)
     weight = block.mlp[0].weight
     layer = nn.TransformerEncoderLayer(
         block.embed_dim,
@@ -341,6 +359,8 @@ def naive_from_fused(m: MultiHeadAttention) -> NaiveMultiHeadAttention:
 
     Raises:
         TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`.
+        ValueError: if ``m`` has ``num_kv_heads != num_heads`` or ``positions`` (``"rope"``,
+            ``"alibi"``): the naive heads have neither grouped-query attention nor positions.
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -447,7 +467,8 @@ def from_keras(layer) -> MultiHeadAttention:
 
     Returns:
         ``MultiHeadAttention(E, num_heads, bias=..., kdim=..., vdim=..., head_dim=key_dim,
-        dropout=...)``, with the layer's dtype.
+        dropout=...)``, with the layer's dtype, in eval mode (a Keras layer drops only when
+        called with ``training=True``; call ``.train()`` for that).
 
     Raises:
         TypeError: if ``layer`` is not a Keras ``MultiHeadAttention``.
@@ -499,7 +520,7 @@ def from_keras(layer) -> MultiHeadAttention:
     ours = MultiHeadAttention(
         E, H, bias=bias, kdim=kdim, vdim=vdim, head_dim=D, dropout=float(config["dropout"])
     )
-    ours.to(q_kernel.dtype)
+    ours.to(q_kernel.dtype).eval()  # as Keras' call, which drops only with training=True
 
     def get(name):
         return _variable_to_torch(kernels[name])
@@ -529,6 +550,8 @@ def to_keras(m: MultiHeadAttention, name: str | None = None):
 
     Raises:
         TypeError: if ``m`` is not an :class:`attnlib.MultiHeadAttention`.
+        ValueError: if ``m`` has ``num_kv_heads != num_heads`` or ``positions`` (``"rope"``,
+            ``"alibi"``): Keras' layer has neither grouped-query attention nor RoPE or ALiBi.
         RuntimeError: if Keras is imported with another backend than ``torch``.
 
     Example:

@@ -58,6 +58,12 @@ def sliding_window_mask(L: int, window: int, S: int | None = None, *, device=Non
     check_positive_int("L", L)
     check_positive_int("S", S)
     check_positive_int("window", window)
+    return _sliding_window_mask(L, window, S, device)
+
+
+def _sliding_window_mask(L: int, window: int, S: int, device) -> Tensor:
+    """The kernel of :func:`sliding_window_mask`, without the checks (``L`` or ``S`` may be
+    0)."""
     i = torch.arange(L, device=device).unsqueeze(1)  # (L, 1)
     j = torch.arange(S, device=device).unsqueeze(0)  # (1, S)
     return (j <= i) & (j > i - window)  # (L, S)

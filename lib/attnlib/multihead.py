@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlib._checks import (
+    check_cache_fits,
     check_dropout,
     check_mask,
     check_module_input,
@@ -67,6 +68,23 @@ def _check_cache(cache, key, value, mask, module=None) -> None:
             f"cache needs a self-attention layer, kdim = vdim = embed_dim; got kdim="
             f"{module.kdim}, vdim={module.vdim}, embed_dim={module.embed_dim}"
         )
+
+
+def _check_cache_fits(cache, module, query) -> None:
+    """A filled ``cache`` holds keys of this layer's heads and this batch (``query`` has its
+    batch dimension)."""
+    if cache is None:
+        return
+    check_cache_fits(
+        "cache",
+        cache,
+        N=query.shape[0],
+        kv_heads=getattr(module, "num_kv_heads", module.num_heads),
+        head_dim=module.head_dim,
+        dtype=query.dtype,
+        device=query.device,
+        hint="a cache belongs to one layer and one batch; start a new KVCache()",
+    )
 
 
 def _prepare(module, query, key, value, mask):
@@ -202,15 +220,17 @@ class MultiHeadAttention(nn.Module):
             1, ``dropout`` is not in ``[0, 1)``, ``query``, ``key`` or ``value`` has the wrong rank
             or size, an input or ``mask`` is not on the module's device (a module on the ``meta``
             device has no values), ``mask`` has the wrong shape, ``cache`` is combined with
-            ``key``, ``value`` or ``mask``, or ``positions`` is not one of ``None``, ``"rope"``,
-            ``"alibi"`` (``"rope"`` with an odd ``D``).
+            ``key``, ``value`` or ``mask``, a filled ``cache`` holds keys of other key/value heads,
+            head size, batch size or device (it belongs to one layer and one batch), or
+            ``positions`` is not one of ``None``, ``"rope"``, ``"alibi"`` (``"rope"`` with an odd
+            ``D``).
         TypeError: if a size is not an ``int``, ``dropout`` not a number, ``query``, ``key`` or
             ``value`` is not a float tensor or its dtype is not the module's, ``mask`` is neither
             boolean nor floating point, or ``cache`` is not a
-            :class:`attnlib.decoding.KVCache`.
+            :class:`attnlib.decoding.KVCache` or holds keys of another dtype.
 
     An empty batch (``N = 0``) or sequence (``L = 0``, or ``S = 0``: zeros) gives an empty
-    result of the shapes above.
+    result of the shapes above, with a ``cache`` too (an empty step leaves it as it was).
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -282,6 +302,7 @@ class MultiHeadAttention(nn.Module):
         """
         _check_cache(cache, key, value, mask, self)
         query, key, value, mask, batched = _prepare(self, query, key, value, mask)
+        _check_cache_fits(cache, self, query)
         output, weights = self._forward(query, key, value, mask, need_weights, cache)
         if not batched:
             output = output.squeeze(0)  # (L, E)
@@ -301,7 +322,7 @@ class MultiHeadAttention(nn.Module):
             if self.positions == "rope":  # the new keys sit where the new queries sit
                 q, k = self._rotate(q, q_pos), self._rotate(k, q_pos)
             k, v, k_pos = cache.update(k, v)  # (N, G, S_kept + L, D) each; (S,)
-            mask = cache.mask(k_pos, L).view(1, 1, L, -1)  # (1, 1, L, S): causal (+ window)
+            mask = cache.mask(k_pos, L).view(1, 1, L, k.shape[2])  # (1, 1, L, S): causal (+ window)
         elif self.positions is not None:
             q_pos = torch.arange(L, device=q.device)  # (L,)
             k_pos = torch.arange(k.shape[2], device=q.device)  # (S,)
@@ -422,6 +443,7 @@ class NaiveMultiHeadAttention(nn.Module):
         """
         _check_cache(cache, key, value, mask, self)
         query, key, value, mask, batched = _prepare(self, query, key, value, mask)
+        _check_cache_fits(cache, self, query)
         if cache is not None:
             return self._forward_cached(query, cache, need_weights, batched)
         if mask is not None:

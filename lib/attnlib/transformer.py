@@ -23,16 +23,19 @@ import torch
 from torch import Tensor, nn
 
 from attnlib._checks import (
+    check_cache_fits,
     check_dropout,
+    check_ids,
     check_mask,
+    check_model_cache,
     check_module_input,
     check_positive_int,
     check_real,
     check_tensor,
     shape_str,
 )
-from attnlib.attention import causal_mask
-from attnlib.decoding import KVCache, sliding_window_mask
+from attnlib.attention import _causal_mask
+from attnlib.decoding import KVCache, _sliding_window_mask
 from attnlib.multihead import MultiHeadAttention, _check_cache
 from attnlib.positions import sinusoidal_encoding
 
@@ -92,10 +95,14 @@ class TransformerBlock(nn.Module):
     Raises:
         ValueError: if a size is not a positive integer, ``E`` is not divisible by ``H``,
             ``mlp_ratio`` is negative or so small that the MLP would have no hidden unit,
-            ``dropout`` is not in ``[0, 1)``, or ``x`` or ``mask`` has the wrong shape.
-        TypeError: if ``x`` is not a float tensor of the block's dtype.
+            ``dropout`` is not in ``[0, 1)``, ``x`` or ``mask`` has the wrong shape, ``cache``
+            is combined with ``mask``, or a filled ``cache`` holds keys of other heads, head
+            size, batch size or device.
+        TypeError: if ``x`` is not a float tensor of the block's dtype, ``cache`` is not a
+            :class:`attnlib.decoding.KVCache` or holds keys of another dtype.
 
     Example:
+        >>> from attnlib import causal_mask
         >>> _ = torch.manual_seed(0)
         >>> block = TransformerBlock(12, 3).eval()
         >>> x = torch.randn(2, 5, 12)
@@ -176,7 +183,18 @@ class TransformerBlock(nn.Module):
             raise ValueError(
                 f"x must have shape ({n}L, E={self.embed_dim}); got {shape_str(x.shape)}"
             )
-        _check_cache(cache, None, None, mask)
+        _check_cache(cache, None, None, mask, self.attn)
+        if cache is not None:
+            check_cache_fits(
+                "cache",
+                cache,
+                N=x.shape[0] if x.dim() == 3 else 1,
+                kv_heads=self.attn.num_kv_heads,
+                head_dim=self.attn.head_dim,
+                dtype=x.dtype,
+                device=x.device,
+                hint="a cache belongs to one layer and one batch; start a new KVCache()",
+            )
         if mask is not None:
             N, L, H = x.shape[:-2], x.shape[-2], self.num_heads
             if x.dim() == 3 and isinstance(mask, Tensor) and mask.dim() == 3:  # (N, L, S)
@@ -220,6 +238,11 @@ class ModelCache:
 
     Attributes:
         layers: the list of per-layer caches.
+        window: the ``window`` every layer keeps (``None``: all positions).
+
+    A model takes only a cache made for it (:meth:`LanguageModel.forward` raises otherwise):
+    as many layers as it has blocks, its own ``window``, and, once filled, keys of its heads,
+    head size, dtype and device for the same batch of sequences.
 
     Raises:
         ValueError: if ``num_layers`` or ``window`` is not a positive integer.
@@ -240,6 +263,12 @@ class ModelCache:
         return self.layers[0].length
 
     @property
+    def window(self) -> int | None:
+        """The positions kept in every layer (``None``: all); a model takes only a cache with
+        its own ``window``."""
+        return self.layers[0].window
+
+    @property
     def nbytes(self) -> int:
         """Bytes held by the kept keys and values of every layer."""
         return sum(layer.nbytes for layer in self.layers)
@@ -248,24 +277,16 @@ class ModelCache:
         return f"ModelCache(layers={len(self.layers)}, length={self.length}, nbytes={self.nbytes})"
 
 
-def _check_ids(ids, vocab_size: int, name: str = "ids") -> Tensor:
-    if not isinstance(ids, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token indices; got {type(ids).__name__}")
-    if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
-        raise TypeError(f"{name} must be an integer tensor of token indices; got dtype {ids.dtype}")
-    if ids.dim() not in (1, 2):
-        raise ValueError(
-            f"{name} must have shape (L,) or (N, L); got {ids.dim()}-D {shape_str(ids.shape)}"
-        )
-    if torch.compiler.is_compiling():  # the test below reads the values: not traceable
-        return ids
-    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
-        bad = ids[(ids < 0) | (ids >= vocab_size)].unique().tolist()[:5]
-        raise ValueError(
-            f"{name} must hold token indices in 0..{vocab_size - 1} (vocab_size={vocab_size}); "
-            f"got {bad}"
-        )
-    return ids
+def _temper(logits: Tensor, temperature: float) -> Tensor:
+    """``logits / temperature``; where a tiny temperature makes that overflow (``inf``, then
+    NaN probabilities), each logit's distance to the largest is divided instead, in float64:
+    the same softmax, with every value ``<= 0`` whatever the temperature (a temperature near 0
+    then leaves all the probability on the largest logits, as greedy decoding does)."""
+    scaled = logits / temperature  # (N, V)
+    if bool(torch.isfinite(scaled).all()) or not bool(torch.isfinite(logits).all()):
+        return scaled
+    logits = logits.double()
+    return (logits - logits.amax(dim=-1, keepdim=True)) / temperature  # (N, V), <= 0
 
 
 class LanguageModel(nn.Module):
@@ -316,16 +337,28 @@ class LanguageModel(nn.Module):
             when tied.
 
     Shape:
-        - ``ids``: ``(L,)`` or ``(N, L)`` integers in ``0 .. V-1``.
+        - ``ids``: ``(L,)`` or ``(N, L)`` integers in ``0 .. V-1``, ``int64`` or ``int32``.
         - logits: ``(L, V)`` or ``(N, L, V)``.
         - weights: with ``need_weights=True`` a list, one ``(H, L, S)`` or ``(N, H, L, S)``
           tensor per layer, else ``None``. ``S = L`` without a cache.
 
     Raises:
         ValueError: if a size is not a positive integer, ``positions`` is not one of the five,
-            ``embeddings`` is not ``(V, E)``, ``ids`` holds an index outside ``0 .. V-1``, or a
-            sequence is longer than ``max_len`` with ``"learned"`` or ``"sinusoidal"`` positions.
-        TypeError: if ``ids`` is not an integer tensor or ``embeddings`` not a float tensor.
+            ``embeddings`` is not ``(V, E)``, ``ids`` holds an index outside ``0 .. V-1``, a
+            sequence is longer than ``max_len`` with ``"learned"`` or ``"sinusoidal"`` positions,
+            or ``cache`` was not made for this model and these ids: another number of layers,
+            another ``window`` (``ModelCache(num_layers)`` for a model with a window), layers
+            that saw different numbers of tokens, or kept keys of other heads, head size, batch
+            size or device (make it with :meth:`new_cache`).
+        TypeError: if ``ids`` is not an ``int64`` or ``int32`` tensor (``uint8`` and ``bool``
+            index tensors are masks in PyTorch; ``int8``, ``int16`` are refused too),
+            ``embeddings`` not a float tensor, ``cache`` not a :class:`ModelCache`, or its kept
+            keys have another dtype than the model.
+
+    ``ids`` with no token, ``(N, 0)``, give empty logits ``(N, 0, V)`` (with a cache: an empty
+    step that leaves it as it was). The model checks its arguments once and runs its blocks'
+    private forward, so a forward hook registered on a block itself does not run (hooks on the
+    model and on a block's parts, ``ln1``, ``mlp``, ... do).
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -446,27 +479,35 @@ class LanguageModel(nn.Module):
         """Logits for the token after each position; returns ``(logits, weights or None)``.
 
         With ``cache=`` (from :meth:`new_cache`), ``ids`` holds only the new tokens: their keys
-        and values are appended to the cache and they attend to everything it keeps.
+        and values are appended to the cache and they attend to everything it keeps. The
+        arguments are checked here, once (see the class docstring for the errors); the blocks
+        do not check them again.
         """
-        _check_ids(ids, self.vocab_size)
-        if cache is not None and not isinstance(cache, ModelCache):
-            raise TypeError(
-                "cache must be an attnlib.ModelCache (model.new_cache()); got "
-                f"{type(cache).__name__}"
+        check_ids(ids, self.vocab_size)
+        if cache is not None:
+            attn = self.blocks[0].attn
+            check_model_cache(
+                cache,
+                ModelCache,
+                num_layers=self.num_layers,
+                window=self.window,
+                N=ids.shape[0] if ids.dim() == 2 else 1,
+                kv_heads=attn.num_kv_heads,
+                head_dim=attn.head_dim,
+                dtype=attn.out_proj.weight.dtype,
+                device=attn.out_proj.weight.device,
             )
-        if cache is not None and len(cache.layers) != self.num_layers:
-            raise ValueError(
-                f"cache must have one layer cache per block ({self.num_layers}); got "
-                f"{len(cache.layers)}"
-            )
+        start = 0 if cache is None else cache.length
+        self._check_length(start + ids.shape[-1], "the sequence (ids plus the cached tokens)")
         return self._forward(ids, cache, need_weights)
 
     def _forward(self, ids, cache, need_weights):
+        """The model without the checks (:meth:`generate` calls it at every step); the blocks'
+        private ``_forward`` does not check again."""
         batched = ids.dim() == 2
         ids = ids if batched else ids.unsqueeze(0)  # (N, L)
         L = ids.shape[1]
         start = 0 if cache is None else cache.length
-        self._check_length(start + L, "the sequence (ids plus the cached tokens)")
         x = self.token_embedding(ids)  # (N, L, E)
         if self.position_embedding is not None:
             x = x + self.position_embedding(torch.arange(start, start + L, device=ids.device))
@@ -475,13 +516,15 @@ class LanguageModel(nn.Module):
         x = self.drop(x)
         mask = None  # with a cache, the cache masks
         if cache is None and self.window is None:
-            mask = causal_mask(L, device=ids.device)  # (L, L)
+            mask = _causal_mask(L, L, ids.device)  # (L, L); L may be 0
         elif cache is None:
-            mask = sliding_window_mask(L, self.window, device=ids.device)  # (L, L)
+            mask = _sliding_window_mask(L, self.window, L, ids.device)  # (L, L)
+        if mask is not None:
+            mask = mask.view(1, 1, L, L)  # (1, 1, L, L): the blocks' 4-D mask
         layer_caches = [None] * self.num_layers if cache is None else cache.layers
         weights = []
         for block, layer_cache in zip(self.blocks, layer_caches):
-            x, w = block(x, mask=mask, cache=layer_cache, need_weights=need_weights)
+            x, w = block._forward(x, mask, layer_cache, need_weights)  # (N, L, E)
             weights.append(w)  # (N, H, L, S) or None
         logits = self.lm_head(self.ln_f(x))  # (N, L, V)
         if not batched:
@@ -515,6 +558,9 @@ class LanguageModel(nn.Module):
             ids: the prompt, ``(L,)`` or ``(N, L)``, at least one token.
             max_new_tokens: how many tokens to append, ``>= 0``.
             temperature: ``>= 0``; below 1 sharpens the distribution, above 1 flattens it.
+                Any positive float works: where ``logits / temperature`` would overflow (a
+                temperature such as ``1e-38``), the differences to the largest logit are
+                divided instead, which gives the same probabilities without ``inf``.
             top_k: sample among the ``k`` most likely tokens only (``k >= 1``); ``None``: all.
             generator: a ``torch.Generator`` for the draws.
             use_cache: decode with a key-value cache.
@@ -527,10 +573,10 @@ class LanguageModel(nn.Module):
                 ``max_new_tokens`` is negative, ``temperature`` negative, ``top_k < 1``, or the
                 model would have to read more than ``max_len`` tokens (``L + max_new_tokens -
                 1``) with ``"learned"``/``"sinusoidal"`` positions.
-            TypeError: if ``ids`` is not an integer tensor, or ``temperature`` or ``top_k`` has
-                the wrong type.
+            TypeError: if ``ids`` is not an ``int64`` or ``int32`` tensor, or ``temperature`` or
+                ``top_k`` has the wrong type.
         """
-        _check_ids(ids, self.vocab_size)
+        check_ids(ids, self.vocab_size)
         if ids.shape[-1] == 0:
             raise ValueError("ids must hold at least one token to continue; got an empty prompt")
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
@@ -570,7 +616,7 @@ class LanguageModel(nn.Module):
             if temperature == 0:
                 token = last.argmax(dim=-1, keepdim=True)  # (N, 1)
             else:
-                last = last / temperature
+                last = _temper(last, temperature)  # (N, V), finite where the logits are
                 if top_k is not None and top_k < last.shape[-1]:
                     kth = last.topk(top_k, dim=-1).values[:, -1:]  # (N, 1)
                     last = last.masked_fill(last < kth, -math.inf)
