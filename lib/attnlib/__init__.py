@@ -4,21 +4,21 @@ Shapes follow PyTorch's legend: ``N`` batch, ``L`` query length, ``S`` key lengt
 ``E`` model dimension, ``H`` heads, ``D = E / H`` head dimension. The batch dimension is
 optional everywhere. Boolean masks use ``True`` = *may attend*.
 
-``import attnlib`` imports torch and numpy only: keras, matplotlib and pyarrow are imported
-by the functions that need them, when they are called.
+``import attnlib`` imports torch and numpy only: keras, matplotlib, pyarrow, safetensors and
+tokenizers are imported by the functions that need them, when they are called.
 
 **One import path per public name.** Which names are public, and where they are imported from:
 
 * The book's core classes and functions are imported from the top level, and only from there:
   ``attnlib.softmax``, ``from attnlib import MultiHeadAttention, load_glove``. The modules that
-  define them (``attention``, ``multihead``, ``embeddings``, ``glove``, ``glove_text``,
-  ``similarity``, ``transformer``) are where the code lives and where the API reference groups
-  it, not import paths: everything public in them is here.
+  define them (``attention``, ``multihead``, ``embeddings``, ``encoder``, ``glove``,
+  ``glove_text``, ``similarity``, ``transformer``) are where the code lives and where the API
+  reference groups it, not import paths: everything public in them is here.
 * The *public submodules* are the modules named in ``attnlib.__all__``: ``convert``,
-  ``corpus``, ``decoding``, ``display``, ``efficient``, ``experiment``, ``positions`` and
-  ``tokenizer``. Their names are used through the module (``attnlib.positions.alibi_bias``,
-  ``from attnlib.corpus import WordVocabulary``) and are not repeated at the top level, except
-  ``tokenize``, which is imported from the top level.
+  ``corpus``, ``decoding``, ``display``, ``efficient``, ``experiment``, ``positions``,
+  ``pretrained`` and ``tokenizer``. Their names are used through the module
+  (``attnlib.positions.alibi_bias``, ``from attnlib.corpus import WordVocabulary``) and are not
+  repeated at the top level, except ``tokenize``, which is imported from the top level.
 * A module whose name starts with ``_`` is private.
 
 Only this file re-exports: a module imports another module's names to use them, never to offer
@@ -33,6 +33,7 @@ from attnlib import (
     efficient,
     experiment,
     positions,
+    pretrained,
     tokenizer,
 )
 from attnlib.attention import (
@@ -43,6 +44,7 @@ from attnlib.attention import (
     softmax,
 )
 from attnlib.embeddings import Embeddings, UnknownWordError
+from attnlib.encoder import Encoder, PostNormBlock, sentence_embedding
 from attnlib.glove import GloVe, load_glove
 from attnlib.glove_text import read_glove_text
 from attnlib.multihead import MultiHeadAttention, NaiveMultiHeadAttention
@@ -54,11 +56,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Embeddings",
+    "Encoder",
     "GloVe",
     "LanguageModel",
     "ModelCache",
     "MultiHeadAttention",
     "NaiveMultiHeadAttention",
+    "PostNormBlock",
     "SelfAttention",
     "TransformerBlock",
     "UnknownWordError",
@@ -74,8 +78,10 @@ __all__ = [
     "experiment",
     "load_glove",
     "positions",
+    "pretrained",
     "read_glove_text",
     "scaled_dot_product_attention",
+    "sentence_embedding",
     "softmax",
     "tokenize",
     "tokenizer",
