@@ -266,6 +266,7 @@ def test_gpt2_equals_transformers(random_gpt2):
     for mine, theirs in zip(weights, expected.attentions):  # (2, 3, 19, 19) each
         torch.testing.assert_close(mine, theirs, **TOL)
     assert model.lm_head.weight is model.token_embedding.weight  # tied, as GPT-2's
+    assert {block.activation for block in model.blocks} == {"gelu_tanh"}
     assert torch.equal(
         model.generate(ids[:, :5], 6, temperature=0),
         reference.generate(ids[:, :5], max_new_tokens=6, do_sample=False, pad_token_id=0),

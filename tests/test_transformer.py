@@ -862,3 +862,31 @@ def test_cache_errors():
         r"\(N=1, G=3, S, D=4\)",
     ):
         lm(ids[:1, :1], cache=cache)  # another batch size: the cache belongs to one batch
+
+
+def test_activation_gelu_tanh_is_gpt2s_gelu():
+    """``activation="gelu_tanh"`` puts GELU's tanh approximation in every block's MLP; the
+    exact GELU stays the default, and anything else is refused naming ``activation``."""
+    torch.manual_seed(0)
+    exact = LanguageModel(30, 12, 3, 2, max_len=8)
+    tanh = LanguageModel(30, 12, 3, 2, max_len=8, activation="gelu_tanh")
+    tanh.load_state_dict(exact.state_dict())
+    assert [b.mlp[1].approximate for b in tanh.blocks] == ["tanh", "tanh"]
+    assert exact.blocks[0].mlp[1].approximate == "none"
+    y = torch.linspace(-4, 4, 81)  # where the two forms differ by up to 5e-4
+    torch.testing.assert_close(
+        tanh.blocks[0].mlp[1](y), 0.5 * y * (1 + torch.tanh(0.7978845608 * (y + 0.044715 * y**3)))
+    )
+    assert (tanh.blocks[0].mlp[1](y) - exact.blocks[0].mlp[1](y)).abs().max() > 1e-4
+    with pytest.raises(
+        ValueError, match=r"activation must be one of \('gelu', 'gelu_tanh'\); got 'relu'"
+    ):
+        TransformerBlock(12, 3, activation="relu")
+    with pytest.raises(TypeError, match="activation must be a str.*got NoneType None"):
+        LanguageModel(30, 12, 3, 1, max_len=8, activation=None)
+
+
+def test_block_to_torch_refuses_the_tanh_gelu():
+    block = TransformerBlock(12, 3, activation="gelu_tanh")
+    with pytest.raises(ValueError, match=r'block must use activation="gelu".*gelu_tanh'):
+        block_to_torch(block)

@@ -287,8 +287,8 @@ def block_to_torch(block: TransformerBlock) -> nn.TransformerEncoderLayer:
 
     Raises:
         TypeError: if ``block`` is not an :class:`attnlib.TransformerBlock`.
-        ValueError: if ``block`` has no MLP, uses ``positions``, or has ``num_kv_heads``
-            other than ``num_heads`` (the message names ``block.attn``).
+        ValueError: if ``block`` has no MLP, uses ``positions`` or ``activation="gelu_tanh"``,
+            or has ``num_kv_heads`` other than ``num_heads`` (the message names ``block.attn``).
 
     Example:
         >>> block = TransformerBlock(12, 3, mlp_ratio=2.0)
@@ -307,6 +307,11 @@ def block_to_torch(block: TransformerBlock) -> nn.TransformerEncoderLayer:
         raise ValueError(
             f"block must not use positions inside its attention (nn.TransformerEncoderLayer has "
             f"no RoPE or ALiBi); got positions={block.attn.positions!r}"
+        )
+    if block.activation != "gelu":
+        raise ValueError(
+            'block must use activation="gelu" (the exact GELU of nn.TransformerEncoderLayer\'s '
+            f'activation="gelu"); got activation={block.activation!r}'
         )
     _check_module(block.attn, MultiHeadAttention, "nn.TransformerEncoderLayer", "block.attn")
     mha = to_torch(block.attn)

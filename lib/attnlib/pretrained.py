@@ -349,7 +349,7 @@ def encode_sentences(model: Encoder, tokenizer, sentences, *, batch_size: int = 
 
 # ---------------------------------------------------------------- GPT-2
 
-_GELU = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
+_GELU = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}  # -> ours
 
 
 def from_hf_gpt2(state_dict: dict[str, Tensor], config) -> LanguageModel:
@@ -369,10 +369,8 @@ def from_hf_gpt2(state_dict: dict[str, Tensor], config) -> LanguageModel:
         h.i.mlp.c_fc, c_proj      blocks[i].mlp[0], mlp[2]     (.T)
         ln_f                      ln_f
 
-    GPT-2's activation, ``"gelu_new"``, is GELU's tanh approximation. attnlib's blocks have
-    no option for it: this function replaces each block's ``nn.GELU()`` by
-    ``nn.GELU(approximate="tanh")`` (shown in the model's ``repr``; a state dict does not
-    carry it, so a model rebuilt from the saved weights alone would use the exact GELU).
+    GPT-2's activation, ``"gelu_new"``, is GELU's tanh approximation: the model is made with
+    ``activation="gelu_tanh"`` (``nn.GELU(approximate="tanh")`` in every block).
 
     Args:
         state_dict: ``GPT2LMHeadModel.state_dict()`` or ``GPT2Model.state_dict()`` (keys with
@@ -429,6 +427,7 @@ def from_hf_gpt2(state_dict: dict[str, Tensor], config) -> LanguageModel:
         mlp_ratio=inner / E,
         tie_weights=tied,
         norm_eps=cfg.get("layer_norm_epsilon", 1e-5),
+        activation=_GELU[act],
     )
     ignore = tuple(
         f"h.{i}.attn.{b}" for i in range(model.num_layers) for b in ("bias", "masked_bias")
@@ -478,12 +477,6 @@ def from_hf_gpt2(state_dict: dict[str, Tensor], config) -> LanguageModel:
         )
     mapped = {k: v for k, v in mapped.items() if v is not None}
     _copy_state(model, mapped, "GPT-2")
-    if _GELU[act] == "tanh":
-        for block in model.blocks:
-            gelus = [i for i, m in enumerate(block.mlp) if isinstance(m, nn.GELU)]
-            if len(gelus) != 1:
-                raise ValueError(f"expected one nn.GELU in each block's mlp; got {block.mlp}")
-            block.mlp[gelus[0]] = nn.GELU(approximate="tanh")
     return model.eval()
 
 

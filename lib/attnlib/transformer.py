@@ -48,6 +48,21 @@ def _check_ratio(mlp_ratio) -> float:
     return check_real("mlp_ratio", mlp_ratio, "a number >= 0", lambda r: r >= 0)
 
 
+ACTIVATIONS = {"gelu": "none", "gelu_tanh": "tanh"}  # activation -> nn.GELU's approximate
+
+
+def _check_activation(activation) -> str:
+    """``nn.GELU``'s ``approximate`` for ``activation``, or a ValueError naming the choices."""
+    if not isinstance(activation, str):
+        raise TypeError(
+            f"activation must be a str, one of {tuple(ACTIVATIONS)}; got "
+            f"{type(activation).__name__} {activation!r}"
+        )
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {tuple(ACTIVATIONS)}; got {activation!r}")
+    return ACTIVATIONS[activation]
+
+
 class TransformerBlock(nn.Module):
     """A pre-LayerNorm transformer block: attention, then an MLP, each added to its input.
 
@@ -77,6 +92,9 @@ class TransformerBlock(nn.Module):
             :class:`attnlib.MultiHeadAttention`.
         positions: ``None``, ``"rope"`` or ``"alibi"``: a relative position scheme inside the
             attention, see :class:`attnlib.MultiHeadAttention`.
+        activation: the MLP's GELU, ``"gelu"`` (exact, :math:`y\\,\\Phi(y)`, as
+            ``nn.GELU()``) or ``"gelu_tanh"`` (its tanh approximation,
+            ``nn.GELU(approximate="tanh")``, which GPT-2 was trained with).
 
     Attributes:
         ln1: ``nn.LayerNorm(E)``, before the attention.
@@ -94,7 +112,8 @@ class TransformerBlock(nn.Module):
 
     Raises:
         ValueError: if a size is not a positive integer, ``E`` is not divisible by ``H``,
-            ``mlp_ratio`` is negative or so small that the MLP would have no hidden unit,
+            ``activation`` is not ``"gelu"`` or ``"gelu_tanh"``, ``mlp_ratio`` is negative or so
+            small that the MLP would have no hidden unit,
             ``dropout`` is not in ``[0, 1)``, ``x`` or ``mask`` has the wrong shape, ``cache``
             is combined with ``mask``, or a filled ``cache`` holds keys of other heads, head
             size, batch size or device.
@@ -122,9 +141,12 @@ class TransformerBlock(nn.Module):
         norm_eps: float = 1e-5,
         num_kv_heads: int | None = None,
         positions: str | None = None,
+        activation: str = "gelu",
     ):
         super().__init__()
         check_positive_int("embed_dim", embed_dim)
+        approximate = _check_activation(activation)
+        self.activation = activation
         self.mlp_ratio = _check_ratio(mlp_ratio)
         self.dropout = check_dropout("dropout", dropout)
         self.ln1 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
@@ -146,7 +168,7 @@ class TransformerBlock(nn.Module):
             self.ln2 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
             self.mlp = nn.Sequential(
                 nn.Linear(embed_dim, hidden, bias=bias),
-                nn.GELU(),
+                nn.GELU(approximate=approximate),
                 nn.Linear(hidden, embed_dim, bias=bias),
             )
         else:
@@ -326,7 +348,7 @@ class LanguageModel(nn.Module):
         freeze_embeddings: keep the token embeddings fixed (``requires_grad=False``).
         tie_weights: read the logits out with the token embeddings, ``W_U = E_tok^T``
             (Press and Wolf, 2017); otherwise a separate ``Linear(E, V)`` without bias.
-        bias, norm_eps: as :class:`TransformerBlock`.
+        bias, norm_eps, activation: as :class:`TransformerBlock`.
 
     Attributes:
         token_embedding: ``nn.Embedding(V, E)``.
@@ -388,6 +410,7 @@ class LanguageModel(nn.Module):
         tie_weights: bool = True,
         bias: bool = True,
         norm_eps: float = 1e-5,
+        activation: str = "gelu",
     ):
         super().__init__()
         for name, n in (
@@ -425,6 +448,7 @@ class LanguageModel(nn.Module):
                 bias=bias,
                 norm_eps=norm_eps,
                 positions=inside,
+                activation=activation,
             )
             for _ in range(num_layers)
         )
