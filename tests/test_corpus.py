@@ -7,6 +7,7 @@ bad input.
 """
 
 import math
+import re
 from fractions import Fraction
 
 import attnlib
@@ -604,3 +605,58 @@ def test_perplexity_default_stride_with_context_1():
     model = tiny_lm()
     ids = torch.randint(0, 50, (10,))
     assert perplexity(model, ids, 1) == perplexity(model, ids, 1, stride=1)
+
+
+# ---------------------------------------------------------------- Unicode words
+
+# The split of the book's Odyssey model (data/odyssey_lm/ was trained on its tokens): the
+# pattern word_tokens used before it read Unicode letters. On ASCII text the two must agree.
+OLD_ASCII_TOKEN = re.compile(r"[a-z]+(?=n't\b)|n't\b|'s\b|[a-z0-9]+|[^\sa-z0-9]")
+
+
+def old_word_tokens(text):
+    straight = text.lower().translate(str.maketrans("\u2018\u2019\u201c\u201d", "''\"\""))
+    return OLD_ASCII_TOKEN.findall(straight)
+
+
+UNICODE_CASES = [
+    pytest.param("naïve", ["naïve"], id="naive-precomposed"),
+    pytest.param("nai\u0308ve", ["nai\u0308ve"], id="naive-combining-diaeresis"),
+    pytest.param("Café, Ærø!", ["café", ",", "ærø", "!"], id="latin-letters"),
+    pytest.param("Ὀδυσσεύς", ["ὀδυσσεύς"], id="greek"),
+    pytest.param("हिन्दी भाषा", ["हिन्दी", "भाषा"], id="devanagari-vowel-signs"),
+    pytest.param("l’été", ["l", "'", "été"], id="elided-apostrophe"),
+    pytest.param("o'clock", ["o", "'", "clock"], id="o'clock"),
+    pytest.param("naïven't", ["naïve", "n't"], id="n't-after-a-unicode-word"),
+    pytest.param("Zoë's", ["zoë", "'s"], id="'s-after-a-unicode-word"),
+    pytest.param("3rd 1900 x²", ["3rd", "1900", "x²"], id="digits-in-words"),
+    pytest.param("snake_case", ["snake", "_", "case"], id="underscore-a-token"),
+    pytest.param("a \u0301b", ["a", "\u0301", "b"], id="a-lone-mark-a-token"),
+    pytest.param("a\U0001d165b", ["a\U0001d165b"], id="a-mark-beyond-the-bmp"),
+]
+
+
+@pytest.mark.parametrize(("text", "tokens"), UNICODE_CASES)
+def test_word_tokens_reads_unicode_letters(text, tokens):
+    assert word_tokens(text) == tokens
+
+
+ASCII_TEXT = st.lists(
+    st.sampled_from(
+        list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 \t\n',.;:!?-_\"()")
+        + ["n't", "'s", "N'T", "\u2018", "\u2019", "\u201c", "\u201d", "\u2014"]
+    ),
+    max_size=40,
+).map("".join)
+
+
+@given(ASCII_TEXT)
+def test_word_tokens_of_ascii_text_are_unchanged(text):
+    assert word_tokens(text) == old_word_tokens(text)
+
+
+def test_odyssey_and_iliad_tokens_are_unchanged():
+    """The committed model's vocabulary and splits come from these tokens."""
+    for path in (ODYSSEY, ILIAD):
+        for text in read_books(path).values():
+            assert word_tokens(text) == old_word_tokens(text)
