@@ -7,6 +7,7 @@ bad input.
 """
 
 import math
+import re
 from fractions import Fraction
 
 import attnlib
@@ -397,9 +398,9 @@ def test_ngram_perplexity_is_exp_mean_nll(v_ids, n, test_ids):
         ({"n": 0}, r"n must be a positive integer; got 0"),
         ({"n": 2.0}, r"n must be a positive integer; got 2\.0"),
         ({"vocab_size": 0}, r"vocab_size must be a positive integer; got 0"),
-        ({"discount": 0}, r"discount must be in \(0, 1\); got 0"),
-        ({"discount": 1}, r"discount must be in \(0, 1\); got 1"),
-        ({"discount": float("nan")}, r"discount must be in \(0, 1\); got nan"),
+        ({"discount": 0}, r"discount must be a real number in \(0, 1\); got 0"),
+        ({"discount": 1}, r"discount must be a real number in \(0, 1\); got 1"),
+        ({"discount": float("nan")}, r"discount must be a real number in \(0, 1\); got nan"),
         ({"ids": [0, 4]}, r"ids must be in 0\.\.3; got 0\.\.4"),
         ({"ids": torch.tensor([-1, 2])}, r"ids must be in 0\.\.3; got -1\.\.2"),
     ],
@@ -497,10 +498,12 @@ def test_batches_seed():
     ("ids", "context", "batch_size", "message"),
     [
         (torch.arange(5), 5, 2,
-         r"ids must be 1-D with more than context=5 tokens; got torch\.Size\(\[5\]\)"),
+         r"ids must be 1-D with more than context=5 tokens; got shape \(5,\)$"),
         (torch.arange(5), 9, 2, r"ids must be 1-D with more than context=9 tokens"),
         (torch.arange(12).reshape(2, 6), 2, 2,
-         r"ids must be 1-D with more than context=2 tokens; got torch\.Size\(\[2, 6\]\)"),
+         r"ids must be 1-D with more than context=2 tokens; got shape \(2, 6\)$"),
+        (torch.tensor([], dtype=torch.long), 2, 2,
+         r"ids must be 1-D with more than context=2 tokens; got shape \(0,\)$"),
         (torch.arange(5), 0, 2, r"context must be a positive integer; got 0"),
         (torch.arange(5), 2, 0, r"batch_size must be a positive integer; got 0"),
     ],
@@ -604,3 +607,397 @@ def test_perplexity_default_stride_with_context_1():
     model = tiny_lm()
     ids = torch.randint(0, 50, (10,))
     assert perplexity(model, ids, 1) == perplexity(model, ids, 1, stride=1)
+
+
+# ---------------------------------------------------------------- Unicode words
+
+# The split of the book's Odyssey model (data/odyssey_lm/ was trained on its tokens): the
+# pattern word_tokens used before it read Unicode letters. On ASCII text the two must agree.
+OLD_ASCII_TOKEN = re.compile(r"[a-z]+(?=n't\b)|n't\b|'s\b|[a-z0-9]+|[^\sa-z0-9]")
+
+
+def old_word_tokens(text):
+    straight = text.lower().translate(str.maketrans("\u2018\u2019\u201c\u201d", "''\"\""))
+    return OLD_ASCII_TOKEN.findall(straight)
+
+
+UNICODE_CASES = [
+    pytest.param("naïve", ["naïve"], id="naive-precomposed"),
+    pytest.param("nai\u0308ve", ["nai\u0308ve"], id="naive-combining-diaeresis"),
+    pytest.param("Café, Ærø!", ["café", ",", "ærø", "!"], id="latin-letters"),
+    pytest.param("Ὀδυσσεύς", ["ὀδυσσεύς"], id="greek"),
+    pytest.param("हिन्दी भाषा", ["हिन्दी", "भाषा"], id="devanagari-vowel-signs"),
+    pytest.param("l’été", ["l", "'", "été"], id="elided-apostrophe"),
+    pytest.param("o'clock", ["o", "'", "clock"], id="o'clock"),
+    pytest.param("naïven't", ["naïve", "n't"], id="n't-after-a-unicode-word"),
+    pytest.param("Zoë's", ["zoë", "'s"], id="'s-after-a-unicode-word"),
+    pytest.param("3rd 1900 x²", ["3rd", "1900", "x²"], id="digits-in-words"),
+    pytest.param("snake_case", ["snake", "_", "case"], id="underscore-a-token"),
+    pytest.param("a \u0301b", ["a", "\u0301", "b"], id="a-lone-mark-a-token"),
+    pytest.param("a\U0001d165b", ["a\U0001d165b"], id="a-mark-beyond-the-bmp"),
+]
+
+
+@pytest.mark.parametrize(("text", "tokens"), UNICODE_CASES)
+def test_word_tokens_reads_unicode_letters(text, tokens):
+    assert word_tokens(text) == tokens
+
+
+ASCII_TEXT = st.lists(
+    st.sampled_from(
+        list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 \t\n',.;:!?-_\"()")
+        + ["n't", "'s", "N'T", "\u2018", "\u2019", "\u201c", "\u201d", "\u2014"]
+    ),
+    max_size=40,
+).map("".join)
+
+
+@given(ASCII_TEXT)
+def test_word_tokens_of_ascii_text_are_unchanged(text):
+    assert word_tokens(text) == old_word_tokens(text)
+
+
+def test_odyssey_and_iliad_tokens_are_unchanged():
+    """The committed model's vocabulary and splits come from these tokens."""
+    for path in (ODYSSEY, ILIAD):
+        for text in read_books(path).values():
+            assert word_tokens(text) == old_word_tokens(text)
+
+
+# ---------------------------------------------------------------- bad arguments
+
+
+def test_encode_refuses_a_str_and_points_to_word_tokens():
+    vocab = WordVocabulary(["the", "ship"])
+    with pytest.raises(
+        TypeError,
+        match=r"tokens must be a sequence of str tokens, not one str .*; got 'the ship': "
+        r"split it first, vocab\.encode\(word_tokens\(text\)\)",
+    ):
+        vocab.encode("the ship")
+    assert vocab.encode(word_tokens("the ship")).tolist() == [1, 2]
+    with pytest.raises(TypeError, match=r"tokens must all be str; got int 1 at position 1"):
+        vocab.encode(["the", 1])
+
+
+@pytest.mark.parametrize(
+    ("words", "message"),
+    [
+        ("the ship", r"words must be a sequence of str, not one str; got 'the ship'"),
+        (["the", 2], r"words must all be str; got int 2 at position 1"),
+        (None, r"words must be a sequence of str; got NoneType"),
+    ],
+)
+def test_vocabulary_words_of_the_wrong_type(words, message):
+    with pytest.raises(TypeError, match=message):
+        WordVocabulary(words)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"max_size": 2.5}, TypeError, r"max_size must be an integer >= 0 or None; got float 2\.5"),
+        ({"max_size": True}, TypeError, r"max_size must be an integer >= 0 or None; got bool True"),
+        ({"max_size": float("nan")}, TypeError, r"max_size must be .*; got float nan"),
+        ({"max_size": -1}, ValueError, r"max_size must be an integer >= 0 or None; got -1"),
+        ({"min_count": True}, TypeError, r"min_count must be a positive integer; got True"),
+        ({"min_count": 1.0}, TypeError, r"min_count must be a positive integer; got 1\.0"),
+        ({"known": "the ship"}, TypeError,
+         r"known must be a collection of words .*, not one str: 'w in known' would test "
+         r"substrings; got 'the ship'"),
+        ({"known": 3}, TypeError,
+         r"known must be a collection of words \(a set, a dict, Embeddings\) or None; got int"),
+        ({"tokens": "the ship"}, TypeError, r"tokens must be a sequence of str, not one str"),
+        ({"tokens": ["a", None]}, TypeError, r"tokens must all be str; got NoneType None at "
+         r"position 1"),
+        ({"tokens": 3}, TypeError, r"tokens must be a sequence of str; got int"),
+    ],
+)  # fmt: skip
+def test_from_tokens_bad_arguments(kwargs, error, message):
+    args = {"tokens": ["a", "b", "a"]} | kwargs
+    with pytest.raises(error, match=message):
+        WordVocabulary.from_tokens(**args)
+
+
+FLOAT_BOOL_SMALL = [
+    pytest.param(torch.tensor([1.0, 2.0]), r"got dtype torch\.float32 \(a float tensor is "
+                 r"refused, not rounded: convert exact ids with ids\.long\(\)\)", id="float"),
+    pytest.param(torch.tensor([True, False]), r"got dtype torch\.bool \(a bool tensor is a mask",
+                 id="bool"),
+    pytest.param(torch.tensor([1, 2], dtype=torch.int8), r"got dtype torch\.int8 \(an 8-bit "
+                 r"tensor holds at most 256 distinct ids, so larger ones may have wrapped",
+                 id="int8"),
+    pytest.param(torch.tensor([1, 2], dtype=torch.uint8), r"got dtype torch\.uint8 \(an 8-bit",
+                 id="uint8"),
+    pytest.param(torch.tensor([1, 2], dtype=torch.int16), r"got dtype torch\.int16 \(a 16-bit",
+                 id="int16"),
+]  # fmt: skip
+IDS_DTYPE = r"ids must hold token ids as torch\.int64 \(long\) or torch\.int32; "
+
+
+@pytest.mark.parametrize(("ids", "why"), FLOAT_BOOL_SMALL)
+def test_ids_of_another_dtype_are_refused_everywhere(ids, why):
+    """Before: decode truncated float ids and read bools as 0/1, NGramModel and perplexity cast
+    them silently, batches returned float or uint8 windows that fail inside the model."""
+    lm = NGramModel([1, 2, 3], n=2, vocab_size=4)
+    calls = {
+        "decode": lambda: WordVocabulary(["a", "b", "c"]).decode(ids),
+        "NGramModel": lambda: NGramModel(ids, n=2, vocab_size=4),
+        "NGramModel.perplexity": lambda: lm.perplexity(ids),
+        "NGramModel.prob": lambda: lm.prob(1, ids),
+        "batches": lambda: batches(ids, 1, 2, torch.Generator().manual_seed(0)),
+        "perplexity": lambda: perplexity(tiny_lm(), ids, 4),
+    }
+    for name, call in calls.items():
+        message = IDS_DTYPE.replace("ids", "context", 1) if name == "NGramModel.prob" else IDS_DTYPE
+        with pytest.raises(TypeError, match=message + why):
+            call()
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        ([1.7, 2], r"ids must all be int token ids; got float 1\.7 at position 0 \(a float is "
+                   r"refused, not truncated\)"),
+        ([1, True], r"ids must all be int token ids; got bool True at position 1"),
+        ([1, torch.tensor(2.0)], r"ids must all be int token ids; got Tensor tensor\(2\.\) at "
+                                 r"position 1"),
+        ("12", r"ids must be a tensor or a sequence of int token ids; got str '12'"),
+        (3, r"ids must be a tensor or a sequence of int token ids; got int"),
+        (None, r"ids must be a tensor or a sequence of int token ids; got NoneType"),
+    ],
+)  # fmt: skip
+def test_id_sequences_of_the_wrong_type(ids, message):
+    """decode([1.7]) gave word 1, NGramModel kept 1.7 as a token of its own, perplexity("12")
+    read the digits: now TypeErrors."""
+    lm = NGramModel([1, 2, 3], n=2, vocab_size=4)
+    with pytest.raises(TypeError, match=message):
+        WordVocabulary(["a", "b", "c"]).decode(ids)
+    with pytest.raises(TypeError, match=message):
+        NGramModel(ids, n=2, vocab_size=4)
+    with pytest.raises(TypeError, match=message):
+        lm.perplexity(ids)
+
+
+def test_id_sequences_that_are_accepted():
+    import numpy as np
+
+    vocab = WordVocabulary(["a", "b", "c"])
+    for ids in ([1, 2], (1, 2), np.array([1, 2]), [np.int64(1), torch.tensor(2)],
+                torch.tensor([1, 2], dtype=torch.int32), torch.tensor([[1, 2]])):  # fmt: skip
+        assert vocab.decode(ids) == "a b"
+    lm = NGramModel(np.array([1, 2, 1]), n=2, vocab_size=4)
+    assert lm.counts == NGramModel(torch.tensor([1, 2, 1], dtype=torch.int32), 2, 4).counts
+    assert lm.prob(np.int64(2), torch.tensor([1])) == lm.prob(2, [1])
+
+
+def test_tensor_ids_must_be_1d_for_the_count_model():
+    lm = NGramModel([1, 2, 3], n=2, vocab_size=4)
+    with pytest.raises(ValueError, match=r"ids must be 1-D, \(T,\); got shape \(1, 3\)"):
+        NGramModel(torch.tensor([[1, 2, 3]]), n=2, vocab_size=4)
+    with pytest.raises(ValueError, match=r"ids must be 1-D, \(T,\); got shape \(1, 2\)"):
+        lm.perplexity(torch.tensor([[1, 2]]))
+    with pytest.raises(ValueError, match=r"context must be 1-D, \(T,\); got shape \(1, 2\)"):
+        lm.prob(2, torch.tensor([[1, 2]]))
+
+
+@pytest.mark.parametrize(
+    ("word", "context", "error", "message"),
+    [
+        (2.7, (1,), TypeError, r"word must be an int token id; got float 2\.7"),
+        (True, (1,), TypeError, r"word must be an int token id; got bool True"),
+        (torch.tensor(2.5), (), TypeError, r"word must be an int token id; got Tensor"),
+        (None, (), TypeError, r"word must be an int token id; got NoneType None"),
+        (2, (1.9,), TypeError, r"context must all be int token ids; got float 1\.9 at position 0"),
+        (2, "1", TypeError, r"context must be a tensor or a sequence of int token ids; got str"),
+        (2, 1, TypeError, r"context must be a tensor or a sequence of int token ids; got int"),
+        (2, (1, 7), ValueError, r"word and context must be in 0\.\.3; got 2, \(1, 7\)"),
+    ],
+)  # fmt: skip
+def test_prob_bad_arguments(word, context, error, message):
+    lm = NGramModel([1, 2, 1, 2, 1, 3], n=2, vocab_size=4)
+    with pytest.raises(error, match=message):
+        lm.prob(word, context)
+
+
+@pytest.mark.parametrize(
+    ("discount", "error", "message"),
+    [
+        ("0.5", TypeError, r"discount must be a real number in \(0, 1\); got '0\.5'"),
+        (True, TypeError, r"discount must be a real number in \(0, 1\); got True"),
+        (None, TypeError, r"discount must be a real number in \(0, 1\); got None"),
+        (torch.tensor(0.5), TypeError, r"discount must be a real number in \(0, 1\); got tensor"),
+        (-0.5, ValueError, r"discount must be a real number in \(0, 1\); got -0\.5"),
+        (float("inf"), ValueError, r"discount must be a real number in \(0, 1\); got inf"),
+    ],
+)
+def test_ngram_bad_discount(discount, error, message):
+    """A str or None gave "'<' not supported between instances", True a ValueError."""
+    with pytest.raises(error, match=message):
+        NGramModel([1, 2], n=2, vocab_size=4, discount=discount)
+
+
+def test_ngram_perplexity_checks_the_ids_once():
+    lm = NGramModel([1, 2, 1, 3], n=2, vocab_size=4)
+    with pytest.raises(ValueError, match=r"ids must be in 0\.\.3; got 1\.\.9$"):
+        lm.perplexity([1, 9, 2])
+    with pytest.raises(ValueError, match=r"ids must be in 0\.\.3; got -1\.\.2$"):
+        lm.perplexity(torch.tensor([2, -1]))
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        ([0, 1, 2, 3, 4], r"ids must be a torch\.Tensor of token ids \(int64\); got list "
+                          r"\(convert with torch\.tensor\(ids\)\)"),
+        (None, r"ids must be a torch\.Tensor of token ids \(int64\); got NoneType"),
+    ],
+)  # fmt: skip
+def test_batches_and_perplexity_want_a_tensor(ids, message):
+    """Before: AttributeError: 'list' object has no attribute 'dim'."""
+    with pytest.raises(TypeError, match=message):
+        batches(ids, 2, 2, torch.Generator().manual_seed(0))
+    with pytest.raises(TypeError, match=message):
+        perplexity(tiny_lm(), ids, 4)
+
+
+def test_batches_of_int32_ids_are_long():
+    """F.cross_entropy refuses int32 targets: the windows are int64, as documented."""
+    ids = torch.arange(20, dtype=torch.int32)
+    x, y = batches(ids, 4, 3, torch.Generator().manual_seed(0))
+    expected = batches(ids.long(), 4, 3, torch.Generator().manual_seed(0))
+    assert x.dtype == y.dtype == torch.long
+    assert torch.equal(x, expected[0]) and torch.equal(y, expected[1])
+
+
+class CudaGenerator(torch.Generator):
+    """A generator that says it is on a GPU (where there is none, torch makes no such one)."""
+
+    device = torch.device("cuda")
+
+
+@pytest.mark.parametrize(
+    ("generator", "error", "message"),
+    [
+        (0, TypeError, r"generator must be a torch\.Generator or None; got int 0 \(make one "
+                       r"with torch\.Generator\(\)\.manual_seed\(seed\)\)"),
+        (CudaGenerator(), ValueError,
+         r"generator must be on the CPU \(the window starts are drawn there\); got one on cuda"),
+    ],
+)  # fmt: skip
+def test_batches_bad_generator(generator, error, message):
+    with pytest.raises(error, match=message):
+        batches(torch.arange(10), 2, 2, generator)
+
+
+def test_batches_without_a_generator_use_the_global_one():
+    torch.manual_seed(3)
+    a = batches(torch.arange(100), 4, 2, None)
+    torch.manual_seed(3)
+    assert torch.equal(a[0], batches(torch.arange(100), 4, 2, None)[0])
+
+
+@pytest.mark.parametrize(
+    ("context", "batch_size", "message"),
+    [
+        (True, 2, r"context must be a positive integer; got True"),
+        (2.0, 2, r"context must be a positive integer; got 2\.0"),
+        (2, False, r"batch_size must be a positive integer; got False"),
+        (2, float("nan"), r"batch_size must be a positive integer; got nan"),
+    ],
+)
+def test_batches_sizes_of_the_wrong_type(context, batch_size, message):
+    with pytest.raises(TypeError, match=message):
+        batches(torch.arange(10), context, batch_size, torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize(
+    ("context", "stride", "message"),
+    [
+        (8, 2.5, r"stride must be in 1\.\.context=8; got float 2\.5"),
+        (8, True, r"stride must be in 1\.\.context=8; got bool True"),
+        (8, float("nan"), r"stride must be in 1\.\.context=8; got float nan"),
+        (True, 1, r"context must be a positive integer; got True"),
+        (8.0, 1, r"context must be a positive integer; got 8\.0"),
+    ],
+)
+def test_perplexity_sizes_of_the_wrong_type(context, stride, message):
+    """stride=2.5 gave "slice indices must be integers", stride=True read as 1."""
+    with pytest.raises(TypeError, match=message):
+        perplexity(tiny_lm(), torch.arange(20), context, stride)
+
+
+def test_perplexity_needs_a_module_that_returns_logits():
+    ids = torch.arange(20)
+    with pytest.raises(
+        TypeError,
+        match=r"model must be a torch\.nn\.Module called as model\("
+        r"ids \(1, L\)\) -> \(logits \(1, L, V\), \.\.\.\), .*; got function",
+    ):
+        perplexity(lambda x: (torch.zeros(1, x.shape[1], 50),), ids, 8)
+
+    class Bare(torch.nn.Module):
+        def forward(self, x):
+            return torch.zeros(1, x.shape[1], 50)
+
+    class Flat(torch.nn.Module):
+        def forward(self, x):
+            return (torch.zeros(x.shape[1], 50),)
+
+    with pytest.raises(
+        TypeError,
+        match=r"model must return a tuple \(logits \(1, L, V\), "
+        r"\.\.\.\), as attnlib\.LanguageModel does; got Tensor",
+    ):
+        perplexity(Bare(), ids, 8)
+    with pytest.raises(
+        ValueError,
+        match=r"model must return logits of shape \(1, L=8, V\), "
+        r"floating point; got \(8, 50\) torch\.float32",
+    ):
+        perplexity(Flat(), ids, 8)
+
+
+def test_perplexity_of_int32_ids():
+    model = tiny_lm()
+    ids = torch.randint(0, 50, (30,))
+    assert perplexity(model, ids.int(), 8) == perplexity(model, ids, 8)
+
+
+def test_read_books_of_a_directory(tmp_path):
+    (tmp_path / "odyssey.txt").write_text("BOOK I\n\nText.\n", encoding="utf-8")
+    with pytest.raises(
+        IsADirectoryError,
+        match=r"path must be a text with 'BOOK I', 'BOOK "
+        r"II', \.\.\. headings; got the directory .*, which holds odyssey\.txt",
+    ):
+        read_books(tmp_path)
+
+
+def test_read_books_not_utf8(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("BOOK I\n\nUlysses\n\nCaf\u00e9\n".encode("latin-1"))
+    with pytest.raises(
+        ValueError,
+        match=r"latin1\.txt, line 5: not UTF-8 \(byte 0xe9 at "
+        r"offset 20\)",
+    ):
+        read_books(path)
+
+
+def test_read_books_with_a_repeated_heading(tmp_path):
+    """Before: the second BOOK II silently replaced the first one's text."""
+    path = tmp_path / "twice.txt"
+    path.write_text("BOOK I\n\nOne.\n\nBOOK II\n\nTwo.\n\nBOOK II\n\nThree.\n", encoding="utf-8")
+    with pytest.raises(
+        ValueError,
+        match=r"twice\.txt, line 9: a second heading 'BOOK II' \(the "
+        r"first is on line 5\); each book must have one heading",
+    ):
+        read_books(path)
+
+
+def test_read_books_line_ends(tmp_path):
+    path = tmp_path / "crlf.txt"
+    path.write_bytes(b"BOOK I\r\n\r\nOne.\r\n\r\nBOOK II\r\rTwo.\r\n")
+    assert read_books(path) == {"I": "One.", "II": "Two."}

@@ -163,6 +163,17 @@ def test_bad_load_glove_dim():
         load_glove(100)
 
 
+@pytest.mark.parametrize(
+    ("dim", "got"), [(50.0, "float 50.0"), ("50", "str '50'"), (True, "bool True")]
+)
+def test_load_glove_dim_of_the_wrong_type(dim, got):
+    """Before: 50.0 loaded the vectors, "50" and True were ValueErrors."""
+    with pytest.raises(
+        TypeError, match=rf"dim must be the int 50 \(the packaged GloVe 6B vectors\); got {got}"
+    ):
+        load_glove(dim)
+
+
 # ---------------------------------------------------------------- GloVe text format
 
 

@@ -18,7 +18,7 @@ import pytest
 from attnlib import glove_text
 from attnlib.glove_text import read_glove_text
 from conftest import CAT_DOG, assert_embeddings
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 
@@ -546,6 +546,11 @@ def test_read_glove_generated_files(tmp_path_factory, words, dim, data):
         lead = data.draw(st.sampled_from(["", "", " ", "\t"]))
         trail = data.draw(st.sampled_from(["", "", " ", "\t"]))
         lines.append(lead + word + sep + sep.join(spell.format(float(v)) for v in row) + trail)
+    # one word of one number, both whole numbers, the number >= 2 ("12 5"): a word2vec header
+    # without words, refused (test_bad_glove_header_and_nothing_else)
+    number = spell.format(float(values[0][0])) if dim == 1 else ""
+    assume(not (len(words) == 1 and words[0].isascii() and words[0].isdigit()
+                and number.isascii() and number.isdigit() and int(number) >= 2))  # fmt: skip
     end = data.draw(LINE_ENDS)
     text = end.join(lines) + data.draw(st.sampled_from(["", end, end + end]))
     if data.draw(st.booleans()):
@@ -559,3 +564,68 @@ def test_read_glove_generated_files(tmp_path_factory, words, dim, data):
     e = read_glove_text(path)
     assert e.words == words
     assert np.array_equal(e.vectors.numpy(), expected)
+
+
+def patched_zip(tmp_path, flag_bits: int = 0, method: int | None = None):
+    """A zip archive of one stored member, ``g.txt``, with its general-purpose flags or its
+    compression method rewritten in both headers (Python's zipfile writes neither encrypted
+    nor Deflate64 members)."""
+    path = tmp_path / "locked.zip"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:
+        z.writestr("g.txt", "cat 1 2\ndog 3 4\n")
+    raw = bytearray(path.read_bytes())
+    local, central = raw.find(b"PK\x03\x04"), raw.find(b"PK\x01\x02")
+    for flags_at, method_at in ((local + 6, local + 8), (central + 8, central + 10)):
+        raw[flags_at : flags_at + 2] = (int.from_bytes(raw[flags_at : flags_at + 2], "little")
+                                        | flag_bits).to_bytes(2, "little")  # fmt: skip
+        if method is not None:
+            raw[method_at : method_at + 2] = method.to_bytes(2, "little")
+    path.write_bytes(bytes(raw))
+    return path
+
+
+@pytest.mark.parametrize("member", [None, "g.txt"])
+def test_bad_glove_encrypted_zip_member(tmp_path, member):
+    """Before: zipfile's RuntimeError "File 'g.txt' is encrypted, password required for
+    extraction", naming no archive."""
+    path = patched_zip(tmp_path, flag_bits=0x1)
+    with pytest.raises(
+        ValueError,
+        match=r"locked\.zip: the member 'g\.txt' is encrypted \(password-protected\); "
+        r"read_glove_text reads no encrypted archive: extract the file with its password first "
+        r"\(unzip locked\.zip g\.txt\), then read the extracted file",
+    ):
+        read_glove_text(path, member=member)
+
+
+def test_bad_glove_zip_member_of_an_unreadable_method(tmp_path):
+    """Before: zipfile's NotImplementedError "That compression method is not supported"."""
+    path = patched_zip(tmp_path, method=9)
+    with pytest.raises(
+        ValueError,
+        match=r"locked\.zip: the member 'g\.txt' is compressed with Deflate64, which Python's "
+        r"zipfile cannot read .*: extract it with unzip or 7z first",
+    ):
+        read_glove_text(path, member="g.txt")
+    assert_embeddings(read_glove_text(patched_zip(tmp_path)), *CAT_DOG)  # unpatched: read
+
+
+@pytest.mark.parametrize(
+    ("content", "shown"),
+    [("400000 50", "400000 50"), ("400000 50\n", "400000 50"), ("3\t300 \r\n\n", "3 300"),
+     ("0 2", "0 2")],
+)  # fmt: skip
+def test_bad_glove_header_and_nothing_else(tmp_path, content, shown):
+    """Before: a file cut after its word2vec header read as one word, "400000", of one number."""
+    path = write(tmp_path, "cut.txt", content)
+    with pytest.raises(
+        ValueError,
+        match=rf"cut\.txt, line 1: word2vec header '{shown}' \(\d+ words of \d+ numbers\) and no "
+        r"word after it; the file is cut short \(download it again\)",
+    ):
+        read_glove_text(path)
+
+
+def test_one_line_of_two_numbers_with_one_dimension_is_a_word(tmp_path):
+    """No header announces one dimension: "2 1" alone is the word "2" and its number."""
+    assert_embeddings(read_glove_text(write(tmp_path, "one.txt", "2 1\n")), ["2"], [[1]])

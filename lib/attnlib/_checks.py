@@ -415,6 +415,38 @@ def check_ids(ids, vocab_size: int, name: str = "ids") -> Tensor:
     return ids
 
 
+def _ids_dtype_hint(dtype: torch.dtype) -> str:
+    """Why a tensor of ``dtype`` cannot hold token ids, and how to convert exact ones."""
+    if dtype == torch.bool:
+        return "a bool tensor is a mask, not token ids"
+    if dtype.is_floating_point or dtype.is_complex:
+        return "a float tensor is refused, not rounded: convert exact ids with ids.long()"
+    bits = torch.iinfo(dtype).bits
+    if bits > 16:
+        return "convert with ids.long()"
+    return (
+        f"{'an' if bits == 8 else 'a'} {bits}-bit tensor holds at most {2**bits} distinct ids, "
+        "so larger ones may have "
+        "wrapped around already: build the ids as int64 (torch.long), or convert with ids.long()"
+    )
+
+
+def check_ids_tensor(name: str, ids) -> Tensor:
+    """``ids`` is a tensor of token ids whose dtype ``nn.Embedding`` takes (int64 or int32):
+    TypeError for anything else (a list, a float, bool, int8 or uint8 tensor)."""
+    if not isinstance(ids, Tensor):
+        raise TypeError(
+            f"{name} must be a torch.Tensor of token ids (int64); got {type(ids).__name__} "
+            f"(convert with torch.tensor({name}))"
+        )
+    if ids.dtype not in INDEX_DTYPES:
+        raise TypeError(
+            f"{name} must hold token ids as torch.int64 (long) or torch.int32; got dtype "
+            f"{ids.dtype} ({_ids_dtype_hint(ids.dtype)})"
+        )
+    return ids
+
+
 def check_cache_fits(
     name: str, cache, *, N: int, kv_heads: int, head_dim: int, dtype, device, hint: str
 ) -> None:
@@ -475,3 +507,78 @@ def check_model_cache(
         )
     for i, layer in enumerate(cache.layers):
         _cache_fits(f"cache (layer {i})", layer, N, kv_heads, head_dim, dtype, device, hint)
+
+
+def _as_id(x) -> int | None:
+    """``x`` as an ``int`` if it is an integer (a Python or NumPy integer, a 0-D int64 or
+    int32 tensor), else ``None`` (a ``bool``, a float, a string, ...)."""
+    if isinstance(x, (bool, np.bool_)):
+        return None
+    if isinstance(x, Tensor):
+        if x.dim() != 0 or x.dtype not in INDEX_DTYPES:
+            return None
+        return int(x.item())
+    import operator
+
+    try:
+        return operator.index(x)
+    except TypeError:
+        return None
+
+
+def as_id_list(name: str, ids, *, flatten: bool = False) -> list[int]:
+    """``ids`` (a tensor of int64 or int32 ids, or a sequence of ints) as a list of ``int``.
+
+    TypeError for a str, a non-sequence, a tensor of another dtype, or an item that is not an
+    integer (a float is refused, not truncated; a ``bool`` is refused); ValueError for a tensor
+    that is not 1-D, unless ``flatten``, which reads a tensor of any shape in row-major order.
+    """
+    if isinstance(ids, Tensor):
+        check_ids_tensor(name, ids)
+        if not flatten and ids.dim() != 1:
+            raise ValueError(f"{name} must be 1-D, (T,); got shape {shape_str(ids.shape)}")
+        return ids.reshape(-1).tolist()
+    if isinstance(ids, (str, bytes, bytearray)):
+        raise TypeError(
+            f"{name} must be a tensor or a sequence of int token ids; got {type(ids).__name__} "
+            f"{short_repr(ids)}"
+        )
+    try:
+        items = list(ids)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be a tensor or a sequence of int token ids; got {type(ids).__name__}"
+        ) from None
+    if all(type(i) is int for i in items):  # the common case, at C speed
+        return items
+    out = []
+    for i, x in enumerate(items):
+        value = _as_id(x)
+        if value is None:
+            raise TypeError(
+                f"{name} must all be int token ids; got {type(x).__name__} {short_repr(x)} at "
+                f"position {i}"
+                + (" (a float is refused, not truncated)" if isinstance(x, float) else "")
+            )
+        out.append(value)
+    return out
+
+
+def as_id(name: str, x) -> int:
+    """``x`` as an ``int`` token id (an ``int``, a NumPy integer or a 0-D int64 or
+    int32 tensor); TypeError for anything else, a ``bool`` and a float included."""
+    value = _as_id(x)
+    if value is None:
+        raise TypeError(f"{name} must be an int token id; got {type(x).__name__} {short_repr(x)}")
+    return value
+
+
+def check_int_range(name: str, n, low: int, high: int | None, what: str) -> int:
+    """``n`` is an ``int`` (not a ``bool``) in ``low .. high`` (``high=None``: no upper bound);
+    ``what`` spells the range for the message, e.g. ``"an integer >= 0"`` or
+    ``"in 1..context=8"``. TypeError if ``n`` is not an integer, ValueError if it is outside."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"{name} must be {what}; got {type(n).__name__} {n!r}")
+    if n < low or (high is not None and n > high):
+        raise ValueError(f"{name} must be {what}; got {n!r}")
+    return n

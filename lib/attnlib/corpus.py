@@ -17,8 +17,10 @@ A model that spreads its belief evenly over ``k`` words has perplexity ``k``.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -26,7 +28,19 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlib._checks import as_path, check_positive_int
+from attnlib._checks import (
+    as_id,
+    as_id_list,
+    as_path,
+    as_words,
+    check_ids_tensor,
+    check_int_range,
+    check_positive_int,
+    check_real,
+    directory_error,
+    shape_str,
+    short_repr,
+)
 
 __all__ = [
     "NGramModel",
@@ -39,10 +53,49 @@ __all__ = [
 
 UNK = "<unk>"  #: the token of every word outside the vocabulary (index 0)
 
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
-# "don't" -> "do" "n't", "father's" -> "father" "'s" (as GloVe's tokenizer), words and numbers
-# whole, every other character a token of its own
-_TOKEN = re.compile(r"[a-z]+(?=n't\b)|n't\b|'s\b|[a-z0-9]+|[^\sa-z0-9]")
+# curly quotes and their straight forms (str.replace: 7 times faster than str.translate here)
+_QUOTES = (("\u2018", "'"), ("\u2019", "'"), ("\u201c", '"'), ("\u201d", '"'))
+
+
+def _mark_ranges(lo: int, hi: int) -> str:
+    """The combining marks (Unicode category M*) among code points ``lo .. hi - 1``, as the
+    ranges of a regular expression's character class."""
+    parts, start = [], None
+    for cp in range(lo, hi + 1):
+        mark = cp < hi and unicodedata.category(chr(cp)).startswith("M")
+        if mark and start is None:
+            start = cp
+        elif not mark and start is not None:
+            parts.append(f"\\U{start:08x}-\\U{cp - 1:08x}")
+            start = None
+    return "".join(parts)
+
+
+@functools.cache
+def _token_patterns() -> tuple[re.Pattern, re.Pattern, re.Pattern]:
+    """The tokens of lower-cased text, ``(plain, marked, has_mark)``: ``marked`` splits any
+    text, ``plain`` (faster) text without combining marks, which ``has_mark`` finds.
+
+    "don't" -> "do" "n't", "father's" -> "father" "'s" (as GloVe's tokenizer); words and
+    numbers whole, every other character a token of its own. A word is a run of Unicode letters
+    and digits (``[^\\W_]``: "naïve", "ærø", "1900", "3rd") with the combining marks among them
+    ("nai\\u0308ve", Devanagari's vowel signs), which ``\\w`` leaves out. On ASCII text this is
+    ``[a-z]+(?=n't\\b)|n't\\b|'s\\b|[a-z0-9]+|[^\\sa-z0-9]``, the split the book's Odyssey model
+    was trained on. Built on the first call: the scan of Unicode's marks takes about 20 ms
+    (planes 0, 1 and 14 hold every one of them). The marks beyond U+FFFF make a slow class
+    (Python's ``re`` tries its ranges one by one), hence ``plain`` for the usual text."""
+    bmp = "[" + _mark_ranges(0, 0x10000) + "]"
+    astral = "[" + _mark_ranges(0x10000, 0x20000) + _mark_ranges(0xE0000, 0xE1000) + "]"
+    mark = rf"(?:{bmp}|(?=[\U00010000-\U0010ffff]){astral})"
+    letter, alnum = r"[^\W\d_]", r"[^\W_]"
+    plain = re.compile(rf"{letter}+(?=n't\b)|n't\b|'s\b|{alnum}+|[^\w\s]|_")
+    marked = re.compile(
+        rf"{letter}+(?:{mark}+{letter}*)*(?=n't\b)|n't\b|'s\b|{alnum}+(?:{mark}+{alnum}*)*"
+        r"|[^\w\s]|_"
+    )
+    return plain, marked, re.compile(mark)
+
+
 _BOOK = re.compile(r"^BOOK ([IVXLC]+)$", re.MULTILINE)
 
 
@@ -53,6 +106,11 @@ def word_tokens(text: str) -> list[str]:
     and ``","``), curly quotes become straight ones, and ``n't`` and ``'s`` are split off as
     Stanford's tokenizer (which GloVe was trained on) does. Unlike :func:`attnlib.tokenize`,
     which splits at white space only, this reads running text.
+
+    A word is a run of Unicode letters and digits with their combining marks (``"naïve"``,
+    ``"ærø"``, ``"3rd"``, ``"1900"`` are one token each); any other character that is not white
+    space is a token of its own: an apostrophe that does not start ``'s`` or end ``n't``
+    (``"o'clock"`` gives ``"o"``, ``"'"``, ``"clock"``), a hyphen, an underscore, a symbol.
 
     Args:
         text: the text.
@@ -70,7 +128,11 @@ def word_tokens(text: str) -> list[str]:
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str; got {type(text).__name__}")
-    return _TOKEN.findall(text.lower().translate(_QUOTES))
+    text = text.lower()
+    for curly, straight in _QUOTES:
+        text = text.replace(curly, straight)
+    plain, marked, has_mark = _token_patterns()
+    return (marked if has_mark.search(text) else plain).findall(text)
 
 
 def read_books(path: str | Path) -> dict[str, str]:
@@ -86,8 +148,11 @@ def read_books(path: str | Path) -> dict[str, str]:
         ``{"I": text of book I, "II": ..., ...}`` in the file's order.
 
     Raises:
+        TypeError: if ``path`` is not a ``str`` or ``os.PathLike``.
         FileNotFoundError: if ``path`` does not exist.
-        ValueError: if the file has no ``BOOK`` line.
+        IsADirectoryError: if ``path`` is a directory.
+        ValueError: naming the file, if it is not UTF-8, has no ``BOOK`` line, or has two
+            headings of the same book (the second would silently replace the first).
 
     Example:
         >>> books = read_books("data/odyssey.txt")  # from the book's folder
@@ -95,12 +160,38 @@ def read_books(path: str | Path) -> dict[str, str]:
         (24, 'Tell me, O Muse, of that ingeni')
     """
     path = as_path(path)
-    text = path.read_text(encoding="utf-8")
+    if path.is_dir():
+        raise directory_error(path, "a text with 'BOOK I', 'BOOK II', ... headings")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ValueError(
+            f"{path}, line {line}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start}); "
+            "read_books reads the UTF-8 text that scripts/prepare_texts.py writes"
+        ) from None
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as read_text
     heads = list(_BOOK.finditer(text))
     if not heads:
         raise ValueError(f"{path} must contain book headings such as 'BOOK I' on their own line")
+    seen: dict[str, int] = {}  # numeral: offset of its heading
+    for h in heads:
+        if h.group(1) in seen:
+            first, line = (text.count("\n", 0, i) + 1 for i in (seen[h.group(1)], h.start()))
+            raise ValueError(
+                f"{path}, line {line}: a second heading 'BOOK {h.group(1)}' (the first is on "
+                f"line {first}); each book must have one heading"
+            )
+        seen[h.group(1)] = h.start()
     ends = [h.start() for h in heads[1:]] + [len(text)]
     return {h.group(1): text[h.end() : end].strip() for h, end in zip(heads, ends)}
+
+
+def _check_id_range(name: str, ids: list[int], vocab_size: int) -> None:
+    """Every id of ``ids`` is in ``0 .. vocab_size - 1``; else a ValueError with their range."""
+    if ids and (min(ids) < 0 or max(ids) >= vocab_size):
+        raise ValueError(f"{name} must be in 0..{vocab_size - 1}; got {min(ids)}..{max(ids)}")
 
 
 class WordVocabulary:
@@ -114,6 +205,8 @@ class WordVocabulary:
         index: ``{word: index}``.
 
     Raises:
+        TypeError: if ``words`` is one ``str`` (its letters would be the words) or holds an item
+            that is not a ``str``.
         ValueError: if ``words`` repeats a word or contains ``<unk>``.
 
     Example:
@@ -125,7 +218,7 @@ class WordVocabulary:
     """
 
     def __init__(self, words: Sequence[str]):
-        words = list(words)
+        words = as_words("words", words)
         if UNK in words:
             raise ValueError(f"words must not contain {UNK!r}: it is index 0 already")
         self.words = [UNK, *words]
@@ -146,20 +239,44 @@ class WordVocabulary:
         """The most frequent tokens, most frequent first (ties in alphabetical order).
 
         Args:
-            tokens: the training text's tokens.
+            tokens: the training text's tokens, e.g. :func:`word_tokens` of it.
             max_size: keep at most this many words (plus ``<unk>``), ``>= 0``.
             min_count: keep words seen at least this often, ``>= 1``.
             known: keep only words in this collection (e.g. the GloVe vocabulary), so that
                 every word has a pretrained vector.
+
+        Returns:
+            The :class:`WordVocabulary`.
+
+        Raises:
+            TypeError: if ``tokens`` is one ``str`` or holds an item that is not a ``str``,
+                ``max_size`` is not an ``int`` or ``None``, ``min_count`` is not an ``int``
+                (a ``bool`` is neither), or ``known`` is a ``str`` or not a collection.
+            ValueError: if ``max_size < 0`` or ``min_count < 1``.
+
+        Example:
+            >>> WordVocabulary.from_tokens(word_tokens("the ship, the crew"), max_size=2).words
+            ['<unk>', 'the', ',']
         """
-        if max_size is not None and (
-            isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0
-        ):
-            raise ValueError(f"max_size must be an integer >= 0 or None; got {max_size!r}")
+        tokens = as_words("tokens", tokens)
+        if max_size is not None:
+            check_int_range("max_size", max_size, 0, None, "an integer >= 0 or None")
         check_positive_int("min_count", min_count)
-        counts = Counter(tokens)
+        if isinstance(known, (str, bytes, bytearray)):
+            raise TypeError(
+                f"known must be a collection of words (a set, a dict, Embeddings), not one "
+                f"{type(known).__name__}: 'w in known' would test substrings; got "
+                f"{short_repr(known)}"
+            )
         if known is not None and not hasattr(known, "__contains__"):
-            known = set(known)  # a one-shot iterable: read it once
+            try:
+                known = set(known)  # a one-shot iterable: read it once
+            except TypeError:
+                raise TypeError(
+                    "known must be a collection of words (a set, a dict, Embeddings) or None; "
+                    f"got {type(known).__name__}"
+                ) from None
+        counts = Counter(tokens)
         ranked = sorted(
             (w for w, c in counts.items() if c >= min_count and (known is None or w in known)),
             key=lambda w: (-counts[w], w),
@@ -173,12 +290,57 @@ class WordVocabulary:
         return f"WordVocabulary({len(self)} words with {UNK})"
 
     def encode(self, tokens: Iterable[str]) -> Tensor:
-        """Indices of the tokens, ``(T,)`` long; unknown tokens give 0 (``<unk>``)."""
+        """Indices of the tokens, ``(T,)`` long; unknown tokens give 0 (``<unk>``).
+
+        Text is split first, by the function the vocabulary was built with:
+        ``vocab.encode(word_tokens(text))``. A ``str`` is refused rather than split here:
+        ``attnlib.tokenize`` and :func:`word_tokens` split the same text differently
+        (``"ship,"`` is one word or two), and only the caller knows which one made the
+        vocabulary.
+
+        Args:
+            tokens: the tokens, a sequence of ``str``.
+
+        Returns:
+            ``(T,)`` int64 indices.
+
+        Raises:
+            TypeError: if ``tokens`` is one ``str``, or holds an item that is not a ``str``.
+
+        Example:
+            >>> vocab = WordVocabulary(["the", "ship", ","])
+            >>> vocab.encode(word_tokens("The ship, the crew"))
+            tensor([1, 2, 3, 1, 0])
+        """
+        if isinstance(tokens, str):
+            raise TypeError(
+                "tokens must be a sequence of str tokens, not one str (its characters would be "
+                f"the tokens); got {short_repr(tokens)}: split it first, "
+                "vocab.encode(word_tokens(text))"
+            )
+        tokens = as_words("tokens", tokens)
         return torch.tensor([self.index.get(t, 0) for t in tokens], dtype=torch.long)
 
     def decode(self, ids: Tensor | Iterable[int]) -> str:
-        """The words of ``ids`` joined by spaces, with no space before punctuation."""
-        ids = ids.reshape(-1).tolist() if isinstance(ids, Tensor) else [int(i) for i in ids]
+        """The words of ``ids`` joined by spaces, with no space before punctuation.
+
+        Args:
+            ids: token indices, an int64 or int32 tensor of any shape (read in order) or a
+                sequence of ``int``.
+
+        Returns:
+            The text.
+
+        Raises:
+            TypeError: if ``ids`` is not a tensor or sequence of integers: a float (refused,
+                not truncated), ``bool``, int8 or uint8 tensor or item, or a ``str``.
+            ValueError: if an id is outside ``0 .. len(vocab) - 1``.
+
+        Example:
+            >>> WordVocabulary(["the", "ship", ","]).decode(torch.tensor([1, 2, 3]))
+            'the ship,'
+        """
+        ids = as_id_list("ids", ids, flatten=True)
         bad = [i for i in ids if not 0 <= i < len(self.words)]
         if bad:
             raise ValueError(f"ids must be in 0..{len(self.words) - 1}; got {bad[:5]}")
@@ -205,14 +367,18 @@ class NGramModel:
     ``(c(w) + 1) / (T + V)``.
 
     Args:
-        ids: the training tokens, a 1-D tensor or sequence of ints in ``0 .. V-1``.
+        ids: the training tokens, a 1-D int64 or int32 tensor or a sequence of ints in
+            ``0 .. V-1`` (empty: every order backs off to the uniform ``1 / V``).
         n: the order (1 unigram, 2 bigram, 3 trigram, ...).
         vocab_size: ``V``.
         discount: ``delta`` in ``(0, 1)``.
 
     Raises:
-        ValueError: if ``n`` or ``vocab_size`` is not a positive integer, ``discount`` is not in
-            ``(0, 1)``, or an id is outside ``0 .. V-1``.
+        TypeError: if ``ids`` is not a tensor or sequence of integers (a float, ``bool``, int8 or
+            uint8 tensor or item is refused, not cast), ``n`` or ``vocab_size`` is not an
+            ``int``, or ``discount`` is not a real number (a ``bool`` is none of these).
+        ValueError: if ``ids`` is a tensor that is not 1-D, ``n`` or ``vocab_size`` is below 1,
+            ``discount`` is not in ``(0, 1)`` (NaN included), or an id is outside ``0 .. V-1``.
 
     Example:
         >>> lm = NGramModel([1, 2, 1, 2, 1, 3], n=2, vocab_size=4)
@@ -221,13 +387,11 @@ class NGramModel:
     """
 
     def __init__(self, ids, n: int, vocab_size: int, discount: float = 0.75):
+        ids = as_id_list("ids", ids)
         check_positive_int("n", n)
         check_positive_int("vocab_size", vocab_size)
-        if not 0 < discount < 1:
-            raise ValueError(f"discount must be in (0, 1); got {discount!r}")
-        ids = ids.tolist() if isinstance(ids, Tensor) else list(ids)
-        if ids and (min(ids) < 0 or max(ids) >= vocab_size):
-            raise ValueError(f"ids must be in 0..{vocab_size - 1}; got {min(ids)}..{max(ids)}")
+        check_real("discount", discount, "a real number in (0, 1)", lambda d: 0 < d < 1)
+        _check_id_range("ids", ids, vocab_size)
         self.n, self.vocab_size, self.discount = n, vocab_size, float(discount)
         self.tokens = len(ids)
         # counts[k][(context, w)] for contexts of length k; the highest order counts
@@ -251,14 +415,36 @@ class NGramModel:
     def prob(self, word: int, context: Sequence[int] = ()) -> float:
         """``p(word | context)``; only the last ``n - 1`` tokens of ``context`` are read.
 
-        ``word`` and ``context`` may be ints or integer tensors, in ``0 .. V-1``.
+        Args:
+            word: an id in ``0 .. V-1``: an ``int`` or a 0-D int64 or int32 tensor.
+            context: the ids before it, a sequence of such ids or a 1-D int64 or int32 tensor.
+
+        Returns:
+            The probability, a ``float`` in ``(0, 1]``.
+
+        Raises:
+            TypeError: if ``word`` is not an integer or ``context`` not a tensor or sequence of
+                integers (a float or ``bool`` is refused, not truncated; a ``str`` too).
+            ValueError: if ``context`` is a tensor that is not 1-D, or an id is outside
+                ``0 .. V-1``.
+
+        Example:
+            >>> lm = NGramModel([1, 2, 1, 2, 1, 3], n=2, vocab_size=4)
+            >>> round(lm.prob(2, [1]), 3)
+            0.56
         """
-        word = int(word)
-        context = tuple(int(c) for c in context)[-(self.n - 1) :] if self.n > 1 else ()
+        word = as_id("word", word)
+        context = as_id_list("context", context)
         if not 0 <= word < self.vocab_size or any(not 0 <= c < self.vocab_size for c in context):
             raise ValueError(
-                f"word and context must be in 0..{self.vocab_size - 1}; got {word}, {context}"
+                f"word and context must be in 0..{self.vocab_size - 1}; got {word}, "
+                f"{tuple(context)}"
             )
+        return self._prob(word, tuple(context))
+
+    def _prob(self, word: int, context: tuple[int, ...]) -> float:
+        """``p(word | context)`` for checked ids."""
+        context = context[-(self.n - 1) :] if self.n > 1 else ()
         unigrams = self.counts[0]
         p = (unigrams[(word,)] + 1) / (self.context_total[0][()] + self.vocab_size)
         for k in range(1, len(context) + 1):
@@ -274,12 +460,32 @@ class NGramModel:
         return p
 
     def perplexity(self, ids) -> float:
-        """Perplexity of the tokens ``ids`` (each predicted from the ones before it)."""
-        ids = ids.tolist() if isinstance(ids, Tensor) else list(ids)
+        """Perplexity of the tokens ``ids`` (each predicted from the ones before it).
+
+        Args:
+            ids: the tokens, a 1-D int64 or int32 tensor or a sequence of ints in ``0 .. V-1``.
+
+        Returns:
+            ``exp`` of the mean negative log-likelihood, a ``float``.
+
+        Raises:
+            TypeError: if ``ids`` is not a tensor or sequence of integers (a float, ``bool``,
+                int8 or uint8 tensor or item is refused, not cast).
+            ValueError: if ``ids`` is empty, a tensor that is not 1-D, or holds an id outside
+                ``0 .. V-1``.
+
+        Example:
+            >>> lm = NGramModel([1, 2, 1, 2, 1, 3], n=2, vocab_size=4)
+            >>> round(lm.perplexity([1, 2, 1, 3]), 3)
+            2.479
+        """
+        ids = as_id_list("ids", ids)
         if not ids:
-            raise ValueError("ids must hold at least one token to score")
+            raise ValueError("ids must hold at least one token to score; got none")
+        _check_id_range("ids", ids, self.vocab_size)
         nll = -sum(
-            math.log(self.prob(w, ids[max(0, t - self.n + 1) : t])) for t, w in enumerate(ids)
+            math.log(self._prob(w, tuple(ids[max(0, t - self.n + 1) : t])))
+            for t, w in enumerate(ids)
         )
         return math.exp(nll / len(ids))
 
@@ -288,17 +494,23 @@ def batches(ids: Tensor, context: int, batch_size: int, generator: torch.Generat
     """One random training batch: ``batch_size`` windows of ``context + 1`` tokens.
 
     Args:
-        ids: the training tokens, ``(T,)`` with ``T > context``.
+        ids: the training tokens, ``(T,)`` int64 or int32 with ``T > context``.
         context: the window length ``L``.
         batch_size: ``N``.
-        generator: draws the window starts (seed it to make training repeatable).
+        generator: a CPU ``torch.Generator`` that draws the window starts (seed it to make
+            training repeatable); ``None`` draws from torch's global generator.
 
     Returns:
-        ``(inputs, targets)``, both ``(batch_size, context)`` long tensors: ``targets`` is
-        ``inputs`` shifted by one token, so position ``t`` learns to predict the token after it.
+        ``(inputs, targets)``, both ``(batch_size, context)`` long tensors (int64 whatever the
+        dtype of ``ids``, as ``F.cross_entropy`` needs its targets): ``targets`` is ``inputs``
+        shifted by one token, so position ``t`` learns to predict the token after it.
 
     Raises:
-        ValueError: if ``ids`` is not 1-D with more than ``context`` tokens.
+        TypeError: if ``ids`` is not an int64 or int32 tensor (a list, a float, ``bool``, int8
+            or uint8 tensor is refused), ``context`` or ``batch_size`` is not an ``int`` (a
+            ``bool`` is not one), or ``generator`` is not a ``torch.Generator`` or ``None``.
+        ValueError: if ``ids`` is not 1-D with more than ``context`` tokens, ``context`` or
+            ``batch_size`` is below 1, or ``generator`` is not on the CPU.
 
     Example:
         >>> x, y = batches(torch.arange(10), 4, 2, torch.Generator().manual_seed(0))
@@ -307,15 +519,27 @@ def batches(ids: Tensor, context: int, batch_size: int, generator: torch.Generat
                 [3, 4, 5, 6]]), tensor([[3, 4, 5, 6],
                 [4, 5, 6, 7]]))
     """
+    check_ids_tensor("ids", ids)
     check_positive_int("context", context)
     check_positive_int("batch_size", batch_size)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(
+            f"generator must be a torch.Generator or None; got {type(generator).__name__} "
+            f"{generator!r:.40} (make one with torch.Generator().manual_seed(seed))"
+        )
+    if generator is not None and generator.device.type != "cpu":
+        raise ValueError(
+            f"generator must be on the CPU (the window starts are drawn there); got one on "
+            f"{generator.device}"
+        )
     if ids.dim() != 1 or ids.numel() <= context:
         raise ValueError(
-            f"ids must be 1-D with more than context={context} tokens; got {ids.shape}"
+            f"ids must be 1-D with more than context={context} tokens; got shape "
+            f"{shape_str(ids.shape)}"
         )
     starts = torch.randint(0, ids.numel() - context, (batch_size,), generator=generator)
     rows = starts.unsqueeze(1) + torch.arange(context + 1)  # (N, L + 1)
-    window = ids[rows]  # (N, L + 1)
+    window = ids[rows.to(ids.device)].long()  # (N, L + 1)
     return window[:, :-1], window[:, 1:]
 
 
@@ -330,9 +554,9 @@ def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> f
     tokens before it. The model runs in eval mode and is put back in its mode afterwards.
 
     Args:
-        model: called as ``model(ids (1, L))`` -> ``(logits (1, L, V), ...)``, as
-            :class:`attnlib.LanguageModel`.
-        ids: ``(T,)`` token ids, ``T >= 2``.
+        model: a ``torch.nn.Module`` called as ``model(ids (1, L))`` -> ``(logits (1, L, V),
+            ...)``, as :class:`attnlib.LanguageModel`.
+        ids: ``(T,)`` token ids, int64 or int32, ``T >= 2``.
         context: the window length, at most the model's ``max_len``.
         stride: how far apart windows start, ``1 .. context``.
 
@@ -340,8 +564,14 @@ def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> f
         ``exp`` of the mean negative log-likelihood of tokens ``1 .. T-1``.
 
     Raises:
-        ValueError: if ``ids`` is not 1-D with at least two tokens, or ``stride`` is not in
-            ``1 .. context``.
+        TypeError: if ``model`` is not a ``torch.nn.Module`` or does not return a tuple whose
+            first item is the logits, ``ids`` is not an int64 or int32 tensor (a list, a float,
+            ``bool``, int8 or uint8 tensor is refused, not cast), or ``context`` or ``stride``
+            is not an ``int`` (a ``bool`` is not one).
+        ValueError: if ``ids`` is not 1-D with at least two tokens, ``context`` is below 1,
+            ``stride`` is not in ``1 .. context``, or the logits are not ``(1, L, V)``; the
+            model's own errors (an id beyond its vocabulary, ``context`` beyond its
+            ``max_len``) come from the model.
 
     Example:
         >>> from attnlib import LanguageModel
@@ -351,12 +581,20 @@ def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> f
         >>> round(perplexity(lm, ids, context=16), 1)  # untrained: about V = 50
         50.9
     """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(
+            "model must be a torch.nn.Module called as model(ids (1, L)) -> (logits (1, L, V), "
+            f"...), as attnlib.LanguageModel; got {type(model).__name__}"
+        )
+    check_ids_tensor("ids", ids)
     check_positive_int("context", context)
-    stride = max(1, context // 2) if stride is None else stride
-    if not 1 <= stride <= context:
-        raise ValueError(f"stride must be in 1..context={context}; got {stride}")
+    if stride is None:
+        stride = max(1, context // 2)
+    check_int_range("stride", stride, 1, context, f"in 1..context={context}")
     if ids.dim() != 1 or ids.numel() < 2:
-        raise ValueError(f"ids must be 1-D with at least 2 tokens; got shape {tuple(ids.shape)}")
+        raise ValueError(
+            f"ids must be 1-D with at least 2 tokens; got shape {shape_str(ids.shape)}"
+        )
     ids = ids.long()
     was_training = model.training
     model.eval()
@@ -367,7 +605,7 @@ def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> f
         while scored < T - 1:
             end = min(start + context + 1, T)
             window = ids[start:end]  # (L + 1,)
-            logits = model(window[:-1].unsqueeze(0))[0][0]  # (L, V)
+            logits = _logits(model(window[:-1].unsqueeze(0)), end - 1 - start)[0]  # (L, V)
             nll = torch.nn.functional.cross_entropy(
                 logits.double(), window[1:], reduction="none"
             )  # (L,)
@@ -379,3 +617,25 @@ def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> f
         return math.exp(total / count)
     finally:
         model.train(was_training)
+
+
+def _logits(output, length: int) -> Tensor:
+    """The logits ``(1, L, V)`` of a model's output ``(logits, ...)``, or an error saying what
+    came instead."""
+    logits = output[0] if isinstance(output, (tuple, list)) and output else None
+    if not isinstance(logits, Tensor):
+        got = (
+            type(output).__name__
+            if logits is None
+            else f"{type(output).__name__} of {type(logits).__name__}"
+        )
+        raise TypeError(
+            "model must return a tuple (logits (1, L, V), ...), as attnlib.LanguageModel does; "
+            f"got {got}"
+        )
+    if logits.dim() != 3 or logits.shape[:2] != (1, length) or not logits.is_floating_point():
+        raise ValueError(
+            f"model must return logits of shape (1, L={length}, V), floating point; got "
+            f"{shape_str(logits.shape)} {logits.dtype}"
+        )
+    return logits

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import numbers
 import os
 import platform
@@ -20,6 +21,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 from torch.utils import benchmark
+
+from attnlib._checks import check_positive_int, check_real, short_repr
 
 __all__ = ["machine", "median_time", "ratio", "reproducible", "time_rounds"]
 
@@ -31,6 +34,11 @@ def reproducible() -> Iterator[None]:
     Training on one thread makes a model's weights independent of the machine's thread
     count: torch splits a large sum over its threads, and another split adds the same
     numbers in another order. Usable as a context manager or as a decorator.
+
+    Inside the block ``torch.use_deterministic_algorithms(True)`` holds (an operation without a
+    deterministic implementation raises, it does not only warn); on exit the three settings
+    found on entry come back exactly: deterministic algorithms on or off, their ``warn_only``
+    flag (``torch.is_deterministic_algorithms_warn_only_enabled()``), and the thread count.
 
     Returns:
         A context manager (``with reproducible(): ...``).
@@ -47,13 +55,15 @@ def reproducible() -> Iterator[None]:
         >>> torch.get_num_threads() == threads
         True
     """
-    deterministic, threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    threads = torch.get_num_threads()
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(deterministic)
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
         torch.set_num_threads(threads)
 
 
@@ -91,31 +101,46 @@ def time_rounds(
 
     Args:
         fns: name -> a function of no arguments.
-        label, description: the labels of PyTorch's ``Compare`` table.
+        label, description: the labels of PyTorch's ``Compare`` table, ``str``.
         rounds: measurements per function, an ``int >= 1``.
-        min_run_time: seconds each measurement runs at least.
-        threads: torch threads during the measurement.
+        min_run_time: seconds each measurement runs at least, a finite number ``>= 0``.
+        threads: torch threads during the measurement, an ``int >= 1``.
 
     Returns:
         ``{name: [Measurement, ...]}``, ``rounds`` measurements per function.
 
     Raises:
-        TypeError: if ``fns`` is not a dict of callables or ``rounds`` is not an int.
-        ValueError: if ``fns`` is empty or ``rounds < 1``.
+        TypeError: if ``fns`` is not a dict or one of its values is not callable (naming it),
+            ``label`` or ``description`` is not a ``str``, ``rounds`` or ``threads`` is not an
+            ``int``, or ``min_run_time`` is not a real number (a ``bool`` is none of these).
+        ValueError: if ``fns`` is empty, ``rounds < 1``, ``threads < 1``, or ``min_run_time``
+            is negative or not finite.
 
     Example:
         >>> times = time_rounds({"sum": lambda: sum(range(10))}, "demo", rounds=2)
         >>> len(times["sum"]), times["sum"][0].median > 0
         (2, True)
     """
-    if not isinstance(fns, dict) or not all(callable(f) for f in fns.values()):
+    if not isinstance(fns, dict):
         raise TypeError(f"fns must be a dict of name -> callable; got {type(fns).__name__}")
+    for name, fn in fns.items():
+        if not callable(fn):
+            raise TypeError(
+                f"fns must be a dict of name -> callable (a function of no arguments); "
+                f"fns[{name!r}] is {type(fn).__name__} {short_repr(fn)}, which cannot be called "
+                f"(write lambda: ... around the call to time)"
+            )
     if not fns:
         raise ValueError("fns must name at least one function to time; got an empty dict")
+    for name, text in (("label", label), ("description", description)):
+        if not isinstance(text, str):
+            raise TypeError(f"{name} must be a str; got {type(text).__name__} {short_repr(text)}")
     if isinstance(rounds, bool) or not isinstance(rounds, numbers.Integral):
         raise TypeError(f"rounds must be an int >= 1; got {type(rounds).__name__}")
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1; got {rounds}")
+    check_real("min_run_time", min_run_time, "a number of seconds >= 0", lambda t: t >= 0)
+    check_positive_int("threads", threads)
     names = list(fns)
     measured: dict[str, list[benchmark.Measurement]] = {name: [] for name in names}
     for r in range(rounds):
@@ -136,18 +161,38 @@ def median_time(measurements: list[benchmark.Measurement]) -> float:
     """Seconds per call: the median over the rounds of each round's median.
 
     Args:
-        measurements: the rounds of one function, as :func:`time_rounds` returns them.
+        measurements: the rounds of one function, as :func:`time_rounds` returns them
+            (``times[name]``, not the whole dict).
 
     Returns:
         Seconds, a ``float``.
 
     Raises:
-        AttributeError: if an entry is not a ``Measurement`` (it has no ``median``).
+        TypeError: if ``measurements`` is not a list or tuple of ``Measurement``.
+        ValueError: if it is empty (the median of no rounds is not a time).
 
     Example:
         >>> median_time(time_rounds({"f": lambda: None}, "demo", rounds=3)["f"]) > 0
         True
     """
+    if not isinstance(measurements, (list, tuple)):
+        hint = (
+            " (pass the rounds of one function: times[name])"
+            if isinstance(measurements, dict)
+            else ""
+        )
+        raise TypeError(
+            f"measurements must be a list of torch.utils.benchmark.Measurement; got "
+            f"{type(measurements).__name__}{hint}"
+        )
+    if not measurements:
+        raise ValueError("measurements must hold at least one round; got an empty list")
+    for i, m in enumerate(measurements):
+        if not isinstance(m, benchmark.Measurement):
+            raise TypeError(
+                f"measurements must all be torch.utils.benchmark.Measurement; got "
+                f"{type(m).__name__} {short_repr(m)} at position {i}"
+            )
     return float(np.median([m.median for m in measurements]))
 
 
@@ -156,17 +201,51 @@ def ratio(a: list, b: list) -> tuple[float, float, float]:
 
     Args:
         a, b: the rounds of two functions, Measurements (their medians are used) or
-            numbers, in the same order.
+            positive numbers of seconds, in the same order; as many in ``b`` as in ``a``.
 
     Returns:
         ``(median, smallest, largest)`` of the per-round ratios.
 
     Raises:
-        ValueError: if there are no rounds (``statistics.median`` of nothing).
+        TypeError: if ``a`` or ``b`` is not a list or tuple, or an entry is neither a
+            ``Measurement`` nor a real number (a ``bool`` is not one).
+        ValueError: if there are no rounds, ``a`` and ``b`` have different numbers of rounds
+            (each ratio is of one round's two times: none is dropped), or a number is not
+            finite and positive.
 
     Example:
         >>> ratio([2.0, 3.0, 4.0], [1.0, 1.0, 2.0])
         (2.0, 2.0, 3.0)
     """
-    values = [getattr(x, "median", x) / getattr(y, "median", y) for x, y in zip(a, b)]
+    a, b = _seconds("a", a), _seconds("b", b)
+    if len(a) != len(b):
+        raise ValueError(
+            f"a and b must have the same number of rounds (ratio i is a[i] / b[i]); got "
+            f"{len(a)} and {len(b)}"
+        )
+    if not a:
+        raise ValueError("a and b must hold at least one round; got none")
+    values = [x / y for x, y in zip(a, b)]
     return statistics.median(values), min(values), max(values)
+
+
+def _seconds(name: str, rounds) -> list[float]:
+    """The seconds of each round of ``rounds`` (Measurements, or positive real numbers: Python's,
+    NumPy's)."""
+    if not isinstance(rounds, (list, tuple)):
+        raise TypeError(
+            f"{name} must be a list of Measurements or numbers (the rounds of one function); "
+            f"got {type(rounds).__name__}"
+        )
+    seconds = []
+    for i, x in enumerate(rounds):
+        value = x.median if isinstance(x, benchmark.Measurement) else x
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            raise TypeError(
+                f"{name}[{i}] must be a Measurement or a number; got {type(x).__name__} "
+                f"{short_repr(x)}"
+            )
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name}[{i}] must be a finite number > 0 (a time); got {value!r}")
+        seconds.append(float(value))
+    return seconds

