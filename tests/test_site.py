@@ -16,8 +16,10 @@ data written by `_ext/explorer_data.py`): typed sentences give, in every GloVe m
 product, cosine, the training chapter's two trained heads), at several temperatures and with
 the causal mask, a table whose every cell equals attnlib's weight computed here to 1e-3; the Odyssey
 language model and the induction model give attnlib's logits and weights to 1e-4, their next
-words, and greedy generation as attnlib's; unknown words are named; the data is at most 8 MB,
-all from the site; the page is ready within 2 s; it works opened as a file (file://), at
+words, and greedy generation as attnlib's; the MiniLM mode shows, for a picked sentence, layer
+and head, the stored weights with the sentence's WordPiece tokens; unknown words are named; the
+data is at most 8 MB, all from the site, and the page with what it loads, MiniLM's weights
+included, at most 10 MB; the page is ready within 2 s; it works opened as a file (file://), at
 390 px without overflow, and reads in the theme's dark mode.
 
 A screenshot of each page goes to `_build/screenshots/<page>.png` (chapters also get
@@ -357,9 +359,15 @@ def test_page_renders_offline(browser, site_url, page):
 # (file://), at a phone's width and in the theme's dark mode.
 
 EXPLORER_PAGE = "chapters/attention_explorer"
-EXPLORER_FILES = ("glove-explorer.js", "lm-explorer.js", "induction-explorer.js")
+EXPLORER_FILES = (
+    "glove-explorer.js",
+    "lm-explorer.js",
+    "induction-explorer.js",
+    "minilm-explorer.js",
+)
 EXPLORER_DATA = [SITE / "_static" / "explorer" / name for name in EXPLORER_FILES]
 EXPLORER_MAX_BYTES = 8_000_000  # all the explorer's data together
+PAGE_MAX_BYTES = 10_000_000  # the page, with every file it loads in every mode
 EXPLORER_READY_MS = 2_000  # the page is usable this soon after it starts loading
 MODEL_TOLERANCE = 1e-4  # the models' logits and weights against attnlib's
 WORST: dict[str, float] = {}  # the largest differences seen, printed for the notes
@@ -851,6 +859,158 @@ def test_explorer_reads_its_settings_from_the_address(browser, site_url):
         visit.close()
 
 
+# ---- the explorer's MiniLM mode: a trained encoder's stored heads ---------------------------
+#
+# The weights of all-MiniLM-L6-v2 on data/encoder_sentences.txt are computed at build time
+# (_ext/explorer_data.py; tests/test_explorer_data.py checks them against attnlib's forward
+# pass) and only shown by the page: every cell must be the stored number, every label the
+# stored WordPiece token.
+
+
+@functools.cache
+def _minilm_stored():
+    """The header and the (layers, H, L, L) weights of the built minilm-explorer.js."""
+    import explorer_data
+
+    path = SITE / "_static" / "explorer" / "minilm-explorer.js"
+    if not path.exists():
+        _unavailable(f"no {path}: run `make book` first")
+    key, data = explorer_data.from_script(path.read_bytes())
+    assert key == "minilm"
+    return explorer_data.decode_weights(data)
+
+
+def _set_minilm(tab, sentence: int, layer: int, head) -> None:
+    """Pick the MiniLM mode, the stored sentence number `sentence` (from 0), the layer (from 1)
+    and the head (from 1, or "mean")."""
+    tab.select_option("#explorer-mode", "minilm")
+    _wait_idle(tab)
+    tab.select_option("#explorer-encoder-sentence", str(sentence))
+    tab.select_option("#explorer-layer", str(layer))
+    tab.select_option("#explorer-head", str(head))
+
+
+def _compare_stored(tab, tokens: list[str], expected) -> None:
+    """The table holds the stored weights exactly (v / 1000), its labels the tokens."""
+    rows = _table(tab)
+    assert [row["word"] for row in rows] == tokens, "one tr per token, its th the token"
+    keys = tab.eval_on_selector_all(
+        "#explorer-weights tr:first-child td", "tds => tds.map(td => td.dataset.key)"
+    )
+    assert keys == tokens, "the columns are labelled with the tokens"
+    for i, row in enumerate(rows):
+        assert row["cells"] == 1 + len(tokens) and row["painted"], (tokens[i], row)
+        values = [float(v) for v in row["values"]]
+        gap = max(abs(v - float(e)) for v, e in zip(values, expected[i]))
+        assert gap <= 1e-12, f"row {i} ({tokens[i]!r}) differs from the stored weights by {gap}"
+
+
+@pytest.mark.parametrize("how", ["served", "file"])
+def test_explorer_minilm_shows_the_stored_heads_with_their_tokens(browser, site_url, how):
+    header, weights = _minilm_stored()
+    sentences = header["sentences"]
+    url = (
+        f"{site_url}/{EXPLORER_PAGE}.html"
+        if how == "served"
+        else (SITE / f"{EXPLORER_PAGE}.html").as_uri()
+    )
+    visit = _open_explorer(browser, url)
+    try:
+        tab = visit.tab
+        _set_minilm(tab, 0, 1, 1)
+        texts = tab.eval_on_selector_all(
+            "#explorer-encoder-sentence option", "els => els.map(e => e.textContent)"
+        )
+        assert texts == [s["text"] for s in sentences]
+        layers = tab.eval_on_selector_all("#explorer-layer option", "els => els.map(e => e.value)")
+        heads = tab.eval_on_selector_all("#explorer-head option", "els => els.map(e => e.value)")
+        assert layers == [str(i) for i in range(1, 7)]
+        assert heads == [*(str(h) for h in range(1, 13)), "mean"]
+        assert not tab.locator("#explorer-sentence").is_visible()  # no typed text here
+        assert not tab.locator("#explorer-temperature").is_visible()
+        for sentence, layer, head in [(2, 3, 7), (3, 6, 12), (1, 1, 1), (0, 5, 2)]:
+            _set_minilm(tab, sentence, layer, head)
+            tokens = sentences[sentence]["tokens"]
+            assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
+            _compare_stored(tab, tokens, weights[sentence][layer - 1, head - 1])
+            assert f"layer {layer}, head {head}" in tab.text_content("#explorer-caption")
+            assert not tab.locator("#explorer-message").is_visible()
+        # the mean of the layer's heads, then a head picked from the layer's small maps
+        _set_minilm(tab, 2, 4, "mean")
+        _compare_stored(tab, sentences[2]["tokens"], weights[2][3].mean(axis=0))
+        thumbs = tab.locator("#explorer-heads button")
+        assert thumbs.count() == 12
+        thumbs.nth(8).click()
+        assert tab.input_value("#explorer-head") == "9"
+        assert tab.get_attribute("#explorer-heads button[data-head='9']", "aria-pressed") == "true"
+        _compare_stored(tab, sentences[2]["tokens"], weights[2][3, 8])
+        # the other modes are unchanged: back to the GloVe weights of the typed sentence
+        tab.select_option("#explorer-mode", "dot")
+        assert tab.input_value("#explorer-sentence") == SENTENCE
+        assert tab.locator("#explorer-temperature").is_visible()
+        assert not tab.locator("#explorer-heads").is_visible()
+        words, expected = expected_weights(SENTENCE, "dot", 1.0, False)
+        _compare(_table(tab), words, expected)
+        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
+        assert not visit.external, f"requests to other hosts: {visit.external}"
+    finally:
+        visit.close()
+
+
+def test_explorer_minilm_reads_its_settings_from_the_address(browser, site_url):
+    header, weights = _minilm_stored()
+    query = "mode=minilm&sentence=3&layer=2&head=5"  # the sentence by its number, from 1
+    visit = _open_explorer(browser, f"{site_url}/{EXPLORER_PAGE}.html?{query}")
+    try:
+        tab = visit.tab
+        _wait_idle(tab)
+        tab.wait_for_selector("#explorer-weights td")
+        assert tab.input_value("#explorer-encoder-sentence") == "2"
+        _compare_stored(tab, header["sentences"][2]["tokens"], weights[2][1, 4])
+        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
+    finally:
+        visit.close()
+
+
+def test_explorer_page_with_the_minilm_view_is_under_10_mb(browser, site_url):
+    """The page's HTML and every file it loads (theme, MathJax and its fonts, figures, search
+    index, the explorer's script, style and GloVe data), then MiniLM's weights when that mode
+    is chosen: at most 10 MB, on 127.0.0.1. The two language models' data (1.9 MB), loaded only
+    when their modes are chosen, come on top: the total with every mode is printed."""
+    visit = PageVisit(browser, site_url, EXPLORER_PAGE)
+    sizes: dict[str, int] = {}
+    visit.tab.on(
+        "requestfinished",
+        lambda request: sizes.__setitem__(request.url, request.sizes()["responseBodySize"]),
+    )
+    try:
+        tab = visit.tab
+        tab.goto(visit.url, wait_until="load")
+        tab.wait_for_selector("#explorer-app[data-ready='true']", state="attached")
+        tab.wait_for_load_state("networkidle")
+        opened = sum(sizes.values())
+        _set_minilm(tab, 0, 1, 1)
+        tab.wait_for_selector("#explorer-weights td")
+        tab.wait_for_load_state("networkidle")
+        with_minilm = sum(sizes.values())
+        for mode in ("lm", "induction"):
+            tab.select_option("#explorer-mode", mode)
+            _wait_idle(tab)
+            tab.wait_for_selector("#explorer-weights td")
+        tab.wait_for_load_state("networkidle")
+        data = {url.rsplit("/", 1)[-1].split("?")[0]: n for url, n in sizes.items()}
+        data = {name: n for name, n in data.items() if name in EXPLORER_FILES}
+        print(
+            f"the explorer page: {opened:,} bytes as opened, {with_minilm:,} with MiniLM's "
+            f"weights, {sum(sizes.values()):,} with every mode ({len(sizes)} files); data {data}"
+        )
+        assert set(data) == set(EXPLORER_FILES), f"not every data file loaded: {data}"
+        assert with_minilm <= PAGE_MAX_BYTES, f"the page loads {with_minilm:,} bytes"
+        _assert_clean(visit)
+    finally:
+        visit.close()
+
+
 # ---- the explorer opened as a file, at a phone's width, in dark mode ----------------------
 
 FIT_REPORT = r"""() => {
@@ -951,9 +1111,11 @@ def test_explorer_fits_a_phone_and_reads_in_both_themes(browser, site_url, how, 
         if dark:
             assert tab.evaluate("() => document.documentElement.dataset.theme") == "dark"
         shot = "dark" if dark else "light"
-        for mode, text in [("dot", SENTENCE), MODEL_PROMPTS[0], MODEL_PROMPTS[3]]:
+        for mode, text in [("dot", SENTENCE), MODEL_PROMPTS[0], MODEL_PROMPTS[3], ("minilm", "")]:
             if mode == "dot":
                 _set(tab, text, mode)
+            elif mode == "minilm":  # the longest stored sentence, every head of its layer
+                _set_minilm(tab, 3, 1, 1)
             else:
                 _set_model(tab, mode, text)
                 _generate(tab, 20, 0.0)  # a long text: the table scrolls, the page does not

@@ -8,6 +8,9 @@
 //   glove      GloVe vectors (attnlib.load_glove()) and the training chapter's two trained heads
 //   lm         the Odyssey language model of the chapter "A language model on the Odyssey" (data/odyssey_lm/)
 //   induction  the induction model of the chapter "What a head computes" (data/induction/)
+//   minilm     the attention weights of all-MiniLM-L6-v2 (6 layers x 12 heads) on the sentences
+//              of data/encoder_sentences.txt, computed at build time (attnlib.pretrained) and
+//              stored to 3 decimals: this mode only shows them, it runs no model
 // For the typed text it computes the same numbers as attnlib (in float64 from the same
 // float32 weights; attnlib's float32 differs by about 1e-6):
 //   dot        softmax(X X^T / (T sqrt(d_k)))            chapter 3, attnlib.attention_weights
@@ -24,17 +27,33 @@
   "use strict";
 
   const SCRIPT_URL = document.currentScript ? document.currentScript.src : document.baseURI;
-  const FILES = { glove: "glove-explorer.js", lm: "lm-explorer.js", induction: "induction-explorer.js" };
+  const FILES = {
+    glove: "glove-explorer.js",
+    lm: "lm-explorer.js",
+    induction: "induction-explorer.js",
+    minilm: "minilm-explorer.js",
+  };
   const GLOBAL = "ATTN_EXPLORER_DATA";
   const MAGIC = "ATTNEXP1";
   const MODEL_MAGIC = "ATTNMOD1";
+  const WEIGHTS_MAGIC = "ATTNATT1";
   const MAX_WORDS = 40; // GloVe modes
   const MAX_TOKENS = 64; // model modes
-  const FAMILY = { dot: "glove", cosine: "glove", head0: "glove", head1: "glove", lm: "lm", induction: "induction" };
+  const FAMILY = {
+    dot: "glove",
+    cosine: "glove",
+    head0: "glove",
+    head1: "glove",
+    lm: "lm",
+    induction: "induction",
+    minilm: "minilm",
+  };
+  const LOADING = { lm: "the Odyssey language model", induction: "the induction model", minilm: "MiniLM's attention weights" };
   const DEFAULT_TEXT = {
     glove: "I must go back to my ship and to my crew",
     lm: "I must go back to my ship and to my",
     induction: "37 43 12 8 63 9 11 5 37 43 12 8",
+    minilm: "", // MiniLM shows stored sentences, picked in #explorer-encoder-sentence
   };
 
   // attnlib.tokenize is Python's sentence.lower().split(): split at the characters for which
@@ -84,7 +103,8 @@
         .then(() => gunzip(fromBase64(window[GLOBAL][key])))
         .then((bytes) => {
           delete window[GLOBAL][key]; // the decoded data replaces the string
-          return key === "glove" ? readGlove(bytes) : readModel(key, bytes);
+          if (key === "glove") return readGlove(bytes);
+          return key === "minilm" ? readWeights(bytes) : readModel(key, bytes);
         });
       loading[key].catch(() => delete loading[key]); // a later try loads again
     }
@@ -139,6 +159,37 @@
     const config = head.config;
     if (config.tie_weights) tensors["lm_head.weight"] = tensors["token_embedding.weight"];
     return { kind: key, config, words: head.words, index: new Map(head.words.map((w, i) => [w, i])), tensors };
+  }
+
+  // MiniLM's stored weights: magic, uint32 header length, JSON header (model, layers, heads,
+  // step, sentences: text, tokens, ids, offset), then every weight as v = round(w / step),
+  // 0 ... 1000, in two byte planes (all the low bytes, then all the high bytes); w = v / 1000.
+  function readWeights(bytes) {
+    const [head, start] = header(bytes, WEIGHTS_MAGIC);
+    const n = (bytes.length - start) / 2;
+    const divisor = Math.round(1 / head.step);
+    const values = new Float64Array(n);
+    for (let i = 0; i < n; i++) values[i] = (bytes[start + i] | (bytes[start + n + i] << 8)) / divisor;
+    const { layers, heads } = head;
+    const sentences = head.sentences.map((s) => {
+      const L = s.tokens.length;
+      // weights[layer][head] is the (L, L) map, an array of L rows (Float64Array views)
+      const weights = [...Array(layers).keys()].map((l) =>
+        [...Array(heads).keys()].map((h) =>
+          [...Array(L).keys()].map((i) => {
+            const at = s.offset + ((l * heads + h) * L + i) * L;
+            return values.subarray(at, at + L);
+          }),
+        ),
+      );
+      return { ...s, weights };
+    });
+    return { kind: "minilm", model: head.model, layers, heads, step: head.step, sentences };
+  }
+
+  // The mean of a layer's heads, (L, L): row i of every head averaged.
+  function meanOfHeads(maps) {
+    return maps[0].map((row, i) => row.map((_, j) => maps.reduce((sum, A) => sum + A[i][j], 0) / maps.length));
   }
 
   // ---- the GloVe modes (float64; attnlib's float32 differs by about 1e-6) ---------------------
@@ -393,15 +444,20 @@
   // Heatmap colour of a cell: blue for positive values, red for negative (cosines only), as
   // transparent as the value is small, so it reads on light and dark backgrounds (lighter
   // colours in the theme's dark mode, where the background is near black).
-  function paint(cell, value) {
+  function colour(value) {
     const alpha = Math.min(1, Math.abs(value));
     const dark = document.documentElement.dataset.theme === "dark";
     const [blue, red] = dark ? ["60, 125, 220", "225, 85, 60"] : ["31, 90, 170", "200, 60, 40"];
-    cell.style.backgroundColor = `rgba(${value >= 0 ? blue : red}, ${alpha})`;
-    cell.style.color = alpha > 0.5 ? "#fff" : "";
+    return `rgba(${value >= 0 ? blue : red}, ${alpha})`;
   }
 
-  function show(table, words, weights) {
+  function paint(cell, value) {
+    cell.style.backgroundColor = colour(value);
+    cell.style.color = Math.min(1, Math.abs(value)) > 0.5 ? "#fff" : "";
+  }
+
+  // The table: one row per query (a th, then one td per key), digits decimals in the tooltip.
+  function show(table, words, weights, digits = 4) {
     const body = document.createElement("tbody");
     words.forEach((query, i) => {
       const row = body.insertRow(); // one tr per query word: th, then one td per key
@@ -415,11 +471,46 @@
         cell.dataset.value = String(value); // full precision
         cell.dataset.key = key; // the first row shows the keys above the table (CSS)
         cell.textContent = value.toFixed(2);
-        cell.title = `${query} \u2192 ${key}: ${value.toFixed(4)}`;
+        cell.title = `${query} \u2192 ${key}: ${value.toFixed(digits)}`;
         paint(cell, value);
       });
     });
     table.replaceChildren(body);
+  }
+
+  // Every head of a layer as a small heatmap (a canvas in a button: a click picks that head).
+  function showThumbs(box, maps, selected, pick) {
+    const L = maps[0].length;
+    const cell = Math.max(2, Math.floor(72 / L));
+    const size = cell * L;
+    const ratio = window.devicePixelRatio || 1;
+    box.replaceChildren(
+      ...maps.map((A, h) => {
+        const button = document.createElement("button");
+        button.type = "button";
+        button.className = "explorer-thumb";
+        button.dataset.head = String(h + 1);
+        button.setAttribute("aria-pressed", String(h + 1 === selected));
+        button.title = `Show head ${h + 1}`;
+        const canvas = document.createElement("canvas");
+        canvas.width = canvas.height = Math.round(size * ratio);
+        canvas.style.width = canvas.style.height = `${size}px`;
+        canvas.setAttribute("aria-hidden", "true");
+        const context = canvas.getContext("2d");
+        context.scale(ratio, ratio);
+        A.forEach((row, i) =>
+          row.forEach((value, j) => {
+            context.fillStyle = colour(value);
+            context.fillRect(j * cell, i * cell, cell, cell);
+          }),
+        );
+        const label = document.createElement("span");
+        label.textContent = `head ${h + 1}`;
+        button.append(canvas, label);
+        button.addEventListener("click", () => pick(h + 1));
+        return button;
+      }),
+    );
   }
 
   // The ten most likely next tokens as a bar list: one li per word, data-word, data-prob.
@@ -475,6 +566,7 @@
     const [sentence, mode, temperature, causal, readout] = ["sentence", "mode", "temperature", "causal", "temperature-value"].map($);
     const [table, message, caption, next, nextBox] = ["weights", "message", "caption", "next", "next-box"].map($);
     const [layer, head, topK, seed, count, generateButton, randomButton] = ["layer", "head", "topk", "seed", "count", "generate", "random"].map($);
+    const [encoderSentence, thumbs] = ["encoder-sentence", "heads"].map($);
     const models = { glove };
     const texts = { ...DEFAULT_TEXT };
     let family = "glove";
@@ -486,6 +578,8 @@
     if (params.has("causal")) causal.checked = params.get("causal") !== "0";
     // ?layer=&head= pick the heatmap of a model mode once, when the page opens
     const initial = { layer: params.get("layer"), head: params.get("head") };
+    // ?mode=minilm&sentence=... picks that stored sentence (its text, or its number from 1)
+    let initialSentence = FAMILY[mode.value] === "minilm" ? params.get("sentence") : null;
 
     const setMessage = (text) => {
       message.textContent = text;
@@ -539,18 +633,55 @@
       show(table, words, attentionWeights(glove, X, mode.value, T, causal.checked));
     }
 
-    function updateModel(model) {
-      const T = Number(temperature.value);
-      readout.textContent = T === 0 ? "0.00 (greedy)" : T.toFixed(2);
-      const c = model.config;
-      options(layer, [...Array(c.num_layers).keys()], [...Array(c.num_layers).keys()].map((l) => `layer ${l}`));
-      options(head, [...Array(c.num_heads).keys()], [...Array(c.num_heads).keys()].map((h) => `head ${h}`));
+    function pickInitial() {
       for (const [select, key] of [[layer, "layer"], [head, "head"]]) {
         if (initial[key] !== null && [...select.options].some((o) => o.value === initial[key])) {
           select.value = initial[key];
         }
         initial[key] = null;
       }
+    }
+
+    // MiniLM: the stored weights of the chosen sentence, layer (1-6) and head (1-12, or the
+    // mean of the layer's heads), and every head of the layer as a small map.
+    function updateEncoder(data) {
+      const count = (n) => [...Array(n).keys()].map((i) => i + 1);
+      options(encoderSentence, data.sentences.map((_, i) => i), data.sentences.map((s) => s.text));
+      if (initialSentence !== null) {
+        const wanted = initialSentence.trim().toLowerCase();
+        const found = data.sentences.findIndex((s, i) => s.text.toLowerCase() === wanted || String(i + 1) === wanted);
+        if (found >= 0) encoderSentence.value = String(found);
+        initialSentence = null;
+      }
+      options(layer, count(data.layers), count(data.layers).map((l) => `layer ${l}`));
+      options(head, [...count(data.heads), "mean"], [...count(data.heads).map((h) => `head ${h}`), `mean of the ${data.heads} heads`]);
+      pickInitial();
+      setMessage("");
+      const s = data.sentences[Number(encoderSentence.value)];
+      const l = Number(layer.value);
+      const maps = s.weights[l - 1];
+      const h = head.value === "mean" ? "mean" : Number(head.value);
+      const A = h === "mean" ? meanOfHeads(maps) : maps[h - 1];
+      const which = h === "mean" ? `the mean of its ${data.heads} heads` : `head ${h}`;
+      caption.textContent =
+        `${data.model.name}: layer ${l}, ${which} (rows: each token; columns: the tokens it ` +
+        `attends to; computed when the book was built, rounded to 3 decimals).`;
+      show(table, s.tokens, A, 3);
+      showThumbs(thumbs, maps, h, (picked) => {
+        head.value = String(picked);
+        update();
+      });
+      Object.assign(table.dataset, { sentence: s.text });
+      root.dataset.tokens = JSON.stringify(s.ids);
+    }
+
+    function updateModel(model) {
+      const T = Number(temperature.value);
+      readout.textContent = T === 0 ? "0.00 (greedy)" : T.toFixed(2);
+      const c = model.config;
+      options(layer, [...Array(c.num_layers).keys()], [...Array(c.num_layers).keys()].map((l) => `layer ${l}`));
+      options(head, [...Array(c.num_heads).keys()], [...Array(c.num_heads).keys()].map((h) => `head ${h}`));
+      pickInitial();
       const tokens = modelTokens(model, sentence.value);
       let problem = tokens.problem || "";
       if (!problem && tokens.ids.length > MAX_TOKENS) {
@@ -585,18 +716,22 @@
         sentence.value = texts[wanted];
         family = wanted;
       }
-      const isModel = family !== "glove";
+      const isModel = family === "lm" || family === "induction";
       showFor(family);
-      temperature.min = isModel ? "0" : "0.1";
-      causal.disabled = isModel;
-      if (isModel) causal.checked = true;
+      if (family !== "minilm") {
+        temperature.min = isModel ? "0" : "0.1";
+        causal.disabled = isModel;
+        if (isModel) causal.checked = true;
+      }
       Object.assign(table.dataset, { sentence: sentence.value, mode: mode.value });
-      if (!isModel) return updateGlove();
-      if (models[family]) return updateModel(models[family]);
+      if (family === "glove") return updateGlove();
+      if (models[family]) return family === "minilm" ? updateEncoder(models[family]) : updateModel(models[family]);
       table.replaceChildren();
       next.replaceChildren();
+      thumbs.replaceChildren();
+      caption.textContent = "";
       root.dataset.busy = "true";
-      setMessage(`Loading ${family === "lm" ? "the Odyssey language model" : "the induction model"}\u2026`);
+      setMessage(`Loading ${LOADING[family]}\u2026`);
       const wantedFamily = family;
       load(wantedFamily)
         .then((model) => {
@@ -650,7 +785,7 @@
         update();
       }
     });
-    for (const control of [mode, temperature, causal, layer, head]) {
+    for (const control of [mode, temperature, causal, layer, head, encoderSentence]) {
       control.addEventListener("input", update);
       control.addEventListener("change", update);
     }
@@ -669,6 +804,7 @@
     wordTokens,
     joinWords,
     load,
+    meanOfHeads,
     attentionWeights,
     forward,
     probabilities,
