@@ -8,8 +8,11 @@ Runs after the book is built (`make test` builds it, then runs this file): every
   `sphinx-mathjax-offline`), without errors, and no raw TeX is left in the text;
 * every figure of the notebook's outputs is there and its image loaded;
 * no request leaves the site, and the console shows no errors;
-* chapters (notebooks) have Colab, Binder and Live Code (Thebe) in their launch menu,
-  and their download menu offers the notebook.
+* at 1280 px no word is broken inside a table cell and nothing is wider than the window;
+* chapters (notebooks) carry the TOC's number, number and caption their figures and
+  exercises, keep solutions closed until clicked and code within the column
+  (:func:`_check_numbered_and_column`, in the same visit), have Colab, Binder and Live Code
+  (Thebe) in their launch menu, and their download menu offers the notebook.
 
 The attention explorer page runs an explorer in the page itself (`_ext/explorer/explorer.js`,
 data written by `_ext/explorer_data.py`): typed sentences give, in every GloVe mode (dot
@@ -234,6 +237,53 @@ class PageVisit:
         self.context.close()
 
 
+# Table cells whose words the browser broke mid-word, and what sticks out of the window.
+BROKEN_WORDS = r"""() => {
+    const broken = [];
+    for (const cell of document.querySelectorAll('article table td, article table th')) {
+        if (cell.offsetParent === null) continue;  // hidden (a closed solution, say)
+        const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+        while (walker.nextNode()) {
+            const text = walker.currentNode, value = text.nodeValue;
+            for (const match of value.matchAll(/[^\s\-\u2010-\u2014\/]+/g)) {
+                const range = document.createRange();
+                range.setStart(text, match.index);
+                range.setEnd(text, match.index + match[0].length);
+                const tops = new Set([...range.getClientRects()]
+                    .filter(r => r.width > 0).map(r => Math.round(r.top)));
+                if (tops.size > 1) {
+                    broken.push(cell.textContent.trim().slice(0, 40) + ': ' + match[0]);
+                }
+            }
+        }
+    }
+    return broken;
+}"""
+
+# Images of the article whose alt text is missing, a file name or a path.
+WIDTH_REPORT = r"""() => {
+    const width = document.documentElement.clientWidth;
+    const scroll = Math.max(document.documentElement.scrollWidth, document.body.scrollWidth);
+    const culprits = [];
+    const clipped = el => {  // inside a box that scrolls or hides what sticks out
+        for (let box = el.parentElement; box && box !== document.body; box = box.parentElement) {
+            if (getComputedStyle(box).overflowX !== 'visible') return true;
+        }
+        return false;
+    };
+    if (scroll > width) {
+        for (const el of document.querySelectorAll('body *')) {
+            const r = el.getBoundingClientRect();
+            if (r.right > width + 1 && r.width > 0 && !clipped(el)) {
+                culprits.push(`${el.tagName.toLowerCase()}.${[...el.classList].join('.')} `
+                    + `right=${Math.round(r.right)}: ${el.textContent.trim().slice(0, 50)}`);
+            }
+        }
+    }
+    return {width, scroll, culprits: culprits.slice(-8)};
+}"""
+
+
 def _wait_for_mathjax(visit: PageVisit) -> None:
     """Wait until MathJax has typeset the page (its script ran before the load event)."""
     try:
@@ -313,10 +363,20 @@ def test_page_renders_offline(browser, site_url, page):
                 f"the notebook {source.name} has {expected}"
             )
 
+        # Tables keep their words whole, and nothing is wider than the window at 1280 px.
+        assert not (broken := tab.evaluate(BROKEN_WORDS)), f"words broken in table cells: {broken}"
+        width = tab.evaluate(WIDTH_REPORT)
+        assert width["scroll"] <= width["width"], width
+
         tab.evaluate("() => document.fonts.ready.then(() => true)")
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shot = page.replace("/", "-")
         tab.screenshot(path=SCREENSHOTS / f"{shot}.png", full_page=True)
+
+        # A chapter: numbered, its figures captioned, its exercises numbered, its solutions
+        # closed until clicked, its code and tables within the column (this opens them).
+        if page in CHAPTER_PAGES:
+            _check_numbered_and_column(tab, page, source)
 
         # Launch menu of a chapter: Colab, Binder and Thebe, visible once the menu opens.
         if source.suffix == ".ipynb":
@@ -1213,52 +1273,43 @@ def test_toc_is_in_numbered_parts(browser, site_url):
         visit.close()
 
 
-@pytest.mark.parametrize("page", CHAPTER_PAGES)
-def test_chapter_is_numbered_captioned_and_fits_the_column(browser, site_url, page):
+def _check_numbered_and_column(tab, page: str, source: Path) -> None:
     """At 1280 px: the title carries the TOC's number (once); every figure has a number
     and a caption, and every plot is a figure; every exercise is numbered in the chapter's
     own series and its solution starts collapsed; no code, output or table is wider than
     the column, with every solution open too; the footer gives the licence."""
-    source = source_of(page)
-    visit = PageVisit(browser, site_url, page)
-    try:
-        tab = visit.tab
-        tab.goto(visit.url, wait_until="load")
-        if page == EXPLORER_PAGE:  # its table is filled once the vectors have loaded
-            tab.wait_for_selector("#explorer-weights td")
-        report = tab.evaluate(LAYOUT_REPORT)
-        number = NUMBERED.get(page)
-        if number is not None:
-            assert report["number"] == f"{number}.", report["number"]
-            prefix = f"{number}."
-        else:
-            prefix = ""
-        assert not re.match(r"\d", report["title"] or ""), f"a number in the title: {report}"
+    if page == EXPLORER_PAGE:  # its table is filled once the vectors have loaded
+        tab.wait_for_selector("#explorer-weights td")
+    report = tab.evaluate(LAYOUT_REPORT)
+    number = NUMBERED.get(page)
+    if number is not None:
+        assert report["number"] == f"{number}.", report["number"]
+        prefix = f"{number}."
+    else:
+        prefix = ""
+    assert not re.match(r"\d", report["title"] or ""), f"a number in the title: {report}"
 
-        assert report["loose_images"] == 0, "plots outside a numbered figure"
-        for figure in report["figures"]:
-            assert re.fullmatch(rf"Fig\. {re.escape(prefix)}\d+ ?", figure["number"]), figure
-            assert len(figure["caption"].strip()) > 10, f"no caption: {figure}"
+    assert report["loose_images"] == 0, "plots outside a numbered figure"
+    for figure in report["figures"]:
+        assert re.fullmatch(rf"Fig\. {re.escape(prefix)}\d+ ?", figure["number"]), figure
+        assert len(figure["caption"].strip()) > 10, f"no caption: {figure}"
 
-        expected = exercises_in(source)
-        assert len(report["exercises"]) == expected, (report["exercises"], expected)
-        assert report["exercises"] == [f"Exercise {prefix}{k} " for k in range(1, expected + 1)], (
-            report["exercises"]
-        )
-        assert len(report["solutions_shown"]) == expected, "an exercise without a solution"
-        assert not any(report["solutions_shown"]), "a solution is open before it is clicked"
-        assert not report["too_wide"], f"wider than the column: {report['too_wide']}"
-        tab.evaluate(
-            "() => document.querySelectorAll('.solution.admonition .toggle-button')"
-            ".forEach(b => b.click())"
-        )
-        opened = tab.evaluate(LAYOUT_REPORT)
-        assert all(opened["solutions_shown"]), "a solution does not open"
-        assert not opened["too_wide"], f"wider than the column: {opened['too_wide']}"
-        assert "CC BY 4.0" in report["footer"], report["footer"]
-        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
-    finally:
-        visit.close()
+    expected = exercises_in(source)
+    assert len(report["exercises"]) == expected, (report["exercises"], expected)
+    assert report["exercises"] == [f"Exercise {prefix}{k} " for k in range(1, expected + 1)], (
+        report["exercises"]
+    )
+    assert len(report["solutions_shown"]) == expected, "an exercise without a solution"
+    assert not any(report["solutions_shown"]), "a solution is open before it is clicked"
+    assert not report["too_wide"], f"wider than the column: {report['too_wide']}"
+    tab.evaluate(
+        "() => document.querySelectorAll('.solution.admonition .toggle-button')"
+        ".forEach(b => b.click())"
+    )
+    opened = tab.evaluate(LAYOUT_REPORT)
+    assert all(opened["solutions_shown"]), "a solution does not open"
+    assert not opened["too_wide"], f"wider than the column: {opened['too_wide']}"
+    assert "CC BY 4.0" in report["footer"], report["footer"]
 
 
 # ---- the API reference --------------------------------------------------------------------

@@ -203,11 +203,31 @@ def _follow(visit, url: str, index: int, settings: dict) -> None:
     _check_explorer(visit, settings)
 
 
-@pytest.mark.parametrize("link", LINKS, ids=[_link_id(link) for link in LINKS])
-def test_explorer_link_opens_the_printed_map(browser, site_url, link):
-    visit = PageVisit(browser, site_url, link["page"])
+LINK_PAGES = sorted({link["page"] for link in LINKS})
+
+
+@pytest.mark.parametrize("page", LINK_PAGES, ids=[p.split("/")[-1] for p in LINK_PAGES])
+def test_explorer_links_open_the_printed_maps(browser, site_url, page):
+    """Every explorer link of a chapter: the first is clicked from the chapter's page, the
+    others are read on the same page and followed in a second tab (one load of the chapter,
+    one of the explorer per link)."""
+    links = [link for link in LINKS if link["page"] == page]
+    visit = PageVisit(browser, site_url, page)
     try:
-        _follow(visit, visit.url, link["index"], link["settings"])
+        _follow(visit, visit.url, links[0]["index"], links[0]["settings"])
+        visit.tab.goto(visit.url, wait_until="load")
+        reports = [
+            visit.tab.locator("a.explorer-link").nth(link["index"]).evaluate(LINK_REPORT)
+            for link in links[1:]
+        ]
+        for link, report in zip(links[1:], reports):
+            where = f"link {link['index']} of {visit.url}"
+            assert report["visible"], f"{where} is not visible"
+            assert report["afterFigure"], f"{where} does not follow a figure"
+            assert urlsplit(report["href"]).path.endswith(f"/{EXPLORER_PAGE}.html"), report
+            visit.tab.goto(report["href"], wait_until="load")
+            assert parse_qs(urlsplit(visit.tab.url).query).get("mode") == [link["settings"]["mode"]]
+            _check_explorer(visit, link["settings"])
         assert not visit.external, f"requests to other hosts: {visit.external}"
         assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
     finally:
