@@ -111,7 +111,7 @@ NBVAL_DIR ?= _build/nbval
 NBVAL_ENV ?=
 SLOW_FIRST := $(wildcard chapters/induction_heads.ipynb chapters/08_efficient_attention.ipynb \
     chapters/language_model.ipynb chapters/09_positions.ipynb chapters/10_training_attention.ipynb \
-    chapters/11_inference.ipynb)
+    chapters/encoder.ipynb chapters/11_inference.ipynb)
 NBVAL_OKS := $(patsubst chapters/%.ipynb,$(NBVAL_DIR)/%.ok,\
     $(SLOW_FIRST) $(filter-out $(SLOW_FIRST),$(NOTEBOOKS)))
 NBVAL_DEPS := $(wildcard lib/attnlib/*.py) $(wildcard data/*) tests/nbval_sanitize.cfg \
