@@ -34,6 +34,7 @@ from attnlib._checks import (
     shape_str,
 )
 from attnlib.multihead import MultiHeadAttention
+from attnlib.transformer import mlp
 
 __all__ = ["Encoder", "PostNormBlock", "sentence_embedding"]
 
@@ -124,11 +125,7 @@ class PostNormBlock(nn.Module):
             )
         self.attn = MultiHeadAttention(embed_dim, num_heads, bias=bias, dropout=dropout)
         self.ln1 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
-        self.mlp = nn.Sequential(
-            nn.Linear(embed_dim, hidden, bias=bias),
-            nn.GELU(),
-            nn.Linear(hidden, embed_dim, bias=bias),
-        )
+        self.mlp = mlp(embed_dim, hidden, bias=bias)
         self.ln2 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
         self.drop = nn.Dropout(self.dropout)
 

@@ -48,6 +48,16 @@ def _check_ratio(mlp_ratio) -> float:
     return check_real("mlp_ratio", mlp_ratio, "a number >= 0", lambda r: r >= 0)
 
 
+def mlp(embed_dim: int, hidden: int, *, bias: bool, approximate: str = "none") -> nn.Sequential:
+    """The blocks' MLP, ``Linear(E, hidden) -> GELU -> Linear(hidden, E)`` (shared by
+    :class:`TransformerBlock` and :class:`attnlib.PostNormBlock`; sizes checked by them)."""
+    return nn.Sequential(
+        nn.Linear(embed_dim, hidden, bias=bias),
+        nn.GELU(approximate=approximate),
+        nn.Linear(hidden, embed_dim, bias=bias),
+    )
+
+
 ACTIVATIONS = {"gelu": "none", "gelu_tanh": "tanh"}  # activation -> nn.GELU's approximate
 
 
@@ -166,11 +176,7 @@ class TransformerBlock(nn.Module):
             )
         if hidden:
             self.ln2 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
-            self.mlp = nn.Sequential(
-                nn.Linear(embed_dim, hidden, bias=bias),
-                nn.GELU(approximate=approximate),
-                nn.Linear(hidden, embed_dim, bias=bias),
-            )
+            self.mlp = mlp(embed_dim, hidden, bias=bias, approximate=approximate)
         else:
             self.ln2 = self.mlp = None
         self.drop = nn.Dropout(self.dropout)
