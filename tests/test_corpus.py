@@ -21,6 +21,7 @@ from attnlib.corpus import (
     batches,
     perplexity,
     read_books,
+    token_log_probs,
     word_tokens,
 )
 from conftest import ROOT
@@ -569,6 +570,36 @@ def test_perplexity_stride_changes_the_context():
     model = tiny_lm().double()
     ids = torch.randint(0, 50, (40,))
     assert perplexity(model, ids, 8, 1) != perplexity(model, ids, 8, 8)
+
+
+@pytest.mark.parametrize(("T", "context", "stride"), [(2, 4, None), (30, 8, 3), (41, 16, 16)])
+def test_token_log_probs_are_each_tokens_own(T, context, stride):
+    model = tiny_lm()
+    ids = torch.randint(0, 50, (T,), generator=torch.Generator().manual_seed(T))
+    log_p = token_log_probs(model, ids, context, stride)
+    assert log_p.shape == (T - 1,) and log_p.dtype == torch.float64 and log_p.device.type == "cpu"
+    assert (log_p < 0).all()
+    step = context // 2 if stride is None else stride
+    expected = reference_perplexity(model, ids, context, step)
+    assert math.exp(-log_p.mean().item()) == pytest.approx(expected, rel=1e-6)  # float32 logits
+    assert perplexity(model, ids, context, stride) == math.exp(-log_p.mean().item())
+    # token t in the first window: exactly the model's log-softmax at t - 1
+    with torch.no_grad():
+        first = torch.log_softmax(model(ids[: min(T, context + 1)][:-1])[0].double(), -1)
+    n = min(T, context + 1) - 1
+    torch.testing.assert_close(log_p[:n], first[torch.arange(n), ids[1 : n + 1]])
+
+
+def test_token_log_probs_errors():
+    model = tiny_lm()
+    with pytest.raises(TypeError, match=r"model must be a torch\.nn\.Module .*; got str"):
+        token_log_probs("model", torch.tensor([1, 2]), 4)
+    with pytest.raises(ValueError, match=r"stride must be .*in 1\.\.context=4"):
+        token_log_probs(model, torch.tensor([1, 2, 3]), 4, stride=5)
+    with pytest.raises(
+        ValueError, match=r"ids must be 1-D with at least 2 tokens; got shape \(1,\)"
+    ):
+        token_log_probs(model, torch.tensor([1]), 4)
 
 
 def test_perplexity_restores_the_mode():

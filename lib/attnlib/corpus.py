@@ -48,6 +48,7 @@ __all__ = [
     "batches",
     "perplexity",
     "read_books",
+    "token_log_probs",
     "word_tokens",
 ]
 
@@ -544,14 +545,22 @@ def batches(ids: Tensor, context: int, batch_size: int, generator: torch.Generat
 
 
 @torch.no_grad()
-def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> float:
-    """Perplexity of a language model on the tokens ``ids``, read in windows of ``context``.
+def token_log_probs(model, ids: Tensor, context: int, stride: int | None = None) -> Tensor:
+    """The log-probability a language model gives each token of ``ids``, read in windows.
 
     Windows of ``context`` tokens start every ``stride`` tokens (default ``context // 2``, at
-    least 1);
-    each token is scored once, in the first window that scores it after the overlap, so that
-    (except at the very start) every token is predicted from at least ``context - stride``
-    tokens before it. The model runs in eval mode and is put back in its mode afterwards.
+    least 1); each token is scored once, in the first window that scores it after the overlap,
+    so that (except at the very start) every token is predicted from at least
+    ``context - stride`` tokens before it. The model runs in eval mode and is put back in its
+    mode afterwards. Token 0 has no context and is not scored.
+
+    .. math::
+
+        \\ell_t = \\log p(w_t \\mid w_{s(t)}, \\dots, w_{t-1}), \\qquad t = 1, \\dots, T - 1,
+
+    where ``s(t)`` is the start of the window that scores ``t``. The sum of ``-ell`` is the
+    text's cross-entropy in nats: divided by the number of tokens it gives the log-perplexity
+    (:func:`perplexity`), divided by ``ln 2`` and the text's bytes, its bits per byte.
 
     Args:
         model: a ``torch.nn.Module`` called as ``model(ids (1, L))`` -> ``(logits (1, L, V),
@@ -561,7 +570,7 @@ def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> f
         stride: how far apart windows start, ``1 .. context``.
 
     Returns:
-        ``exp`` of the mean negative log-likelihood of tokens ``1 .. T-1``.
+        ``(T - 1,)`` float64 natural-log probabilities of tokens ``1 .. T-1``, on the CPU.
 
     Raises:
         TypeError: if ``model`` is not a ``torch.nn.Module`` or does not return a tuple whose
@@ -578,8 +587,9 @@ def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> f
         >>> _ = torch.manual_seed(0)
         >>> lm = LanguageModel(50, 12, 3, 1, max_len=16)
         >>> ids = torch.randint(0, 50, (40,))
-        >>> round(perplexity(lm, ids, context=16), 1)  # untrained: about V = 50
-        50.9
+        >>> log_p = token_log_probs(lm, ids, context=16, stride=8)
+        >>> log_p.shape, round(-log_p.mean().item(), 2)  # untrained: about log V = 3.91
+        (torch.Size([39]), 3.93)
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(
@@ -599,24 +609,54 @@ def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> f
     was_training = model.training
     model.eval()
     try:
-        total, count, scored = 0.0, 0, 0  # tokens 1..scored are scored
+        pieces, scored = [], 0  # tokens 1..scored are scored
         T = ids.numel()
         start = 0
         while scored < T - 1:
             end = min(start + context + 1, T)
             window = ids[start:end]  # (L + 1,)
             logits = _logits(model(window[:-1].unsqueeze(0)), end - 1 - start)[0]  # (L, V)
-            nll = torch.nn.functional.cross_entropy(
-                logits.double(), window[1:], reduction="none"
-            )  # (L,)
+            log_p = torch.log_softmax(logits.double(), dim=-1)  # (L, V)
+            picked = log_p.gather(1, window[1:, None]).squeeze(1)  # (L,)
             new = end - 1 - scored  # the last `new` targets are not scored yet
-            total += nll[-new:].sum().item()
-            count += new
+            pieces.append(picked[-new:].cpu())
             scored = end - 1
             start += stride
-        return math.exp(total / count)
+        return torch.cat(pieces)  # (T - 1,)
     finally:
         model.train(was_training)
+
+
+def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> float:
+    """Perplexity of a language model on the tokens ``ids``, read in windows of ``context``.
+
+    ``exp`` of the mean negative log-probability of tokens ``1 .. T-1`` as
+    :func:`token_log_probs` scores them: windows of ``context`` tokens start every ``stride``
+    tokens (default ``context // 2``, at least 1), and each token is scored once, from at least
+    ``context - stride`` tokens before it (except at the very start).
+
+    .. math::
+
+        \\operatorname{PPL} = \\exp\\Big(-\\frac{1}{T - 1} \\sum_{t=1}^{T-1} \\ell_t\\Big)
+
+    Args:
+        model, ids, context, stride: as :func:`token_log_probs`.
+
+    Returns:
+        The perplexity, a float ``>= 1``.
+
+    Raises:
+        TypeError, ValueError: as :func:`token_log_probs`.
+
+    Example:
+        >>> from attnlib import LanguageModel
+        >>> _ = torch.manual_seed(0)
+        >>> lm = LanguageModel(50, 12, 3, 1, max_len=16)
+        >>> ids = torch.randint(0, 50, (40,))
+        >>> round(perplexity(lm, ids, context=16), 1)  # untrained: about V = 50
+        50.9
+    """
+    return math.exp(-token_log_probs(model, ids, context, stride).mean().item())
 
 
 def _logits(output, length: int) -> Tensor:
