@@ -1032,3 +1032,19 @@ def test_read_books_line_ends(tmp_path):
     path = tmp_path / "crlf.txt"
     path.write_bytes(b"BOOK I\r\n\r\nOne.\r\n\r\nBOOK II\r\rTwo.\r\n")
     assert read_books(path) == {"I": "One.", "II": "Two."}
+
+
+def test_with_discount_equals_a_model_counted_with_it():
+    ids = torch.randint(0, 9, (300,), generator=torch.Generator().manual_seed(4))
+    test = torch.randint(0, 9, (60,), generator=torch.Generator().manual_seed(5))
+    base = NGramModel(ids, 3, 9)
+    for delta in (0.1, 0.5, 0.9):
+        tuned = base.with_discount(delta)
+        assert tuned.perplexity(test) == NGramModel(ids, 3, 9, discount=delta).perplexity(test)
+    assert base.discount == 0.75 and base.with_discount(0.5).perplexity(test) != base.perplexity(
+        test
+    )
+    with pytest.raises(ValueError, match=r"discount must be a real number in \(0, 1\); got 1"):
+        base.with_discount(1)
+    with pytest.raises(TypeError, match=r"discount must be a real number in \(0, 1\)"):
+        base.with_discount(True)

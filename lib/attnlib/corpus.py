@@ -17,6 +17,7 @@ A model that spreads its belief evenly over ``k`` words has perplexity ``k``.
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import re
@@ -412,6 +413,32 @@ class NGramModel:
             for gram, c in self.counts[k].items():
                 self.context_total[k][gram[:-1]] += c
                 self.context_types[k][gram[:-1]] += 1
+
+    def with_discount(self, discount: float) -> NGramModel:
+        """The same counts with another discount ``delta``, without counting again.
+
+        Tuning ``delta`` on held-out text needs one model per value; the counts do not depend
+        on it, so they are shared (read-only) with this model.
+
+        Args:
+            discount: ``delta`` in ``(0, 1)``.
+
+        Returns:
+            A new :class:`NGramModel` of the same order, vocabulary and counts.
+
+        Raises:
+            TypeError: if ``discount`` is not a real number (a ``bool`` is not one).
+            ValueError: if ``discount`` is not in ``(0, 1)`` (NaN included).
+
+        Example:
+            >>> lm = NGramModel([1, 2, 1, 2, 1, 3], n=2, vocab_size=4)
+            >>> round(lm.with_discount(0.5).prob(3, (1,)), 3), lm.discount
+            (0.262, 0.75)
+        """
+        check_real("discount", discount, "a real number in (0, 1)", lambda d: 0 < d < 1)
+        other = copy.copy(self)
+        other.discount = float(discount)
+        return other
 
     def prob(self, word: int, context: Sequence[int] = ()) -> float:
         """``p(word | context)``; only the last ``n - 1`` tokens of ``context`` are read.
