@@ -4,8 +4,9 @@ Shapes follow PyTorch's legend: ``N`` batch, ``L`` query length, ``S`` key lengt
 ``E`` model dimension, ``H`` heads, ``D = E / H`` head dimension. The batch dimension is
 optional everywhere. Boolean masks use ``True`` = *may attend*.
 
-``import attnlib`` imports torch and numpy only: keras, matplotlib, pyarrow, safetensors and
-tokenizers are imported by the functions that need them, when they are called.
+``import attnlib`` imports torch and numpy only: keras, matplotlib, pyarrow, regex,
+safetensors and tokenizers are imported by the functions that need them, when they are
+called.
 
 **One import path per public name.** Which names are public, and where they are imported from:
 
@@ -14,9 +15,9 @@ tokenizers are imported by the functions that need them, when they are called.
   define them (``attention``, ``multihead``, ``embeddings``, ``encoder``, ``glove``,
   ``glove_text``, ``similarity``, ``transformer``) are where the code lives and where the API
   reference groups it, not import paths: everything public in them is here.
-* The *public submodules* are the modules named in ``attnlib.__all__``: ``convert``,
-  ``corpus``, ``decoding``, ``display``, ``efficient``, ``experiment``, ``positions``,
-  ``pretrained`` and ``tokenizer``. Their names are used through the module
+* The *public submodules* are the modules named in ``attnlib.__all__``: ``bpe``,
+  ``convert``, ``corpus``, ``decoding``, ``display``, ``efficient``, ``experiment``,
+  ``positions``, ``pretrained`` and ``tokenizer``. Their names are used through the module
   (``attnlib.positions.alibi_bias``, ``from attnlib.corpus import WordVocabulary``) and are not
   repeated at the top level, except ``tokenize``, which is imported from the top level.
 * A module whose name starts with ``_`` is private.
@@ -26,6 +27,7 @@ them, and the modules import each other without a cycle (``tests/test_import_gra
 """
 
 from attnlib import (
+    bpe,
     convert,
     corpus,
     decoding,
@@ -67,6 +69,7 @@ __all__ = [
     "TransformerBlock",
     "UnknownWordError",
     "attention_weights",
+    "bpe",
     "causal_mask",
     "convert",
     "corpus",
