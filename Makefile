@@ -28,8 +28,8 @@ help:
 	@echo "make lock       regenerate requirements.txt and binder/requirements.txt (pip-compile)"
 	@echo "make colab-cells  rewrite the Colab cell (cell 0) of every chapter from its template"
 	@echo "make texts      rewrite data/odyssey.txt and data/iliad.txt from data/raw/"
-	@echo "make odyssey-lm retrain the Odyssey language model into data/odyssey_lm/ (about"
-	@echo "                an hour on 2 cores; tests/test_odyssey_lm.py checks the result)"
+	@echo "make odyssey-lm retrain the Odyssey language models into data/odyssey_lm/ (27 runs,"
+	@echo "                TRAINING_TIME on 2 cores; tests/test_odyssey_lm.py checks the result)"
 	@echo "make pointer-heads  retrain the two pointer heads of the training chapter"
 	@echo "make induction-model  retrain the induction chapter's model into data/induction/"
 
@@ -159,10 +159,11 @@ execute: env
 texts: env
 	$(BIN)/python scripts/prepare_texts.py
 
-# The chapter "A language model on the Odyssey" loads this model; the script trains it and
-# five variants deterministically (seeded draws) and writes data/odyssey_lm/ atomically.
+# The chapter "A language model on the Odyssey" loads these models; the script trains the word
+# model, its variants and the BPE model, three seeds each, $(JOBS) runs at a time, one thread
+# each (deterministic: seeded draws), and writes data/odyssey_lm/ atomically.
 odyssey-lm: env
-	$(BIN)/python scripts/train_odyssey.py
+	$(BIN)/python scripts/train_odyssey.py --jobs $(JOBS)
 
 # The two pointer heads of the chapter "Training attention", which chapters 5-7 load and the
 # explorer runs (seconds, one thread; the chapter and tests/test_pointer_heads.py check them).

@@ -267,14 +267,14 @@ def build_lm(root: Path = ROOT) -> bytes:
     folder = root / "data" / "odyssey_lm"
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
     words = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
-    main = results["config"]
+    main = results["base"]  # the settings of the main model (scripts/train_odyssey.py)
     config = {
         "name": "the Odyssey language model",
         "vocab_size": len(words),
         "embed_dim": main["embed_dim"],
         "num_heads": main["num_heads"],
         "num_layers": main["num_layers"],
-        "max_len": results["train"]["context"],
+        "max_len": main["context"],
         "positions": main["positions"],
         "mlp_ratio": main["mlp_ratio"],
         "tie_weights": True,
