@@ -28,7 +28,7 @@ help:
 	@echo "make lock       regenerate requirements.txt and binder/requirements.txt (pip-compile)"
 	@echo "make colab-cells  rewrite the Colab cell (cell 0) of every chapter from its template"
 	@echo "make texts      rewrite data/odyssey.txt and data/iliad.txt from data/raw/"
-	@echo "make odyssey-lm retrain the Odyssey language models into data/odyssey_lm/ (27 runs,"
+	@echo "make odyssey-lm retrain the Odyssey language models into data/odyssey_lm/ (24 runs,"
 	@echo "                TRAINING_TIME on 2 cores; tests/test_odyssey_lm.py checks the result)"
 	@echo "make pointer-heads  retrain the two pointer heads of the training chapter"
 	@echo "make induction-model  retrain the induction chapter's model into data/induction/"

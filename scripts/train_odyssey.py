@@ -77,7 +77,7 @@ BASE = dict(
     batch_size=32,
     lr=6e-3,
     weight_decay=0.1,
-    steps=2000,
+    steps=3000,
 )
 VARIANTS = {
     "main": {},
@@ -87,7 +87,6 @@ VARIANTS = {
     "no_attention": {"window": 1},
     "no_mlp": {"mlp_ratio": 0.0},
     "post_ln": {"norm": "post"},
-    "frozen_glove": {"freeze_embeddings": True},
     # bytes and subwords: no GloVe, a 4x longer context, the same 2,048 tokens a step
     "bpe": {"tokens": "bpe", "glove": False, "context": 256, "batch_size": 8},
 }
@@ -441,7 +440,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", nargs="*", choices=list(VARIANTS), default=list(VARIANTS))
     parser.add_argument("--seeds", nargs="*", type=int, default=list(SEEDS))
-    parser.add_argument("--steps", type=int, default=None, help="default: BASE's 2,000")
+    parser.add_argument("--steps", type=int, default=None, help="default: BASE's 3,000")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")

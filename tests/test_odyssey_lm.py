@@ -1,6 +1,7 @@
-"""The committed Odyssey language model (data/odyssey_lm/) is the one scripts/train_odyssey.py
-trains: its vocabulary is rebuilt from the text, its weights reproduce the stored held-out
-perplexity, the script's first steps reproduce the stored losses, and it beats the counts."""
+"""The committed Odyssey language models (data/odyssey_lm/) are the ones scripts/train_odyssey.py
+trains: the vocabulary and the BPE merges are rebuilt from the text, the weights reproduce the
+stored held-out scores, the script's first steps reproduce the stored losses, every run records
+where and how long it ran, and the models beat the counts."""
 
 import json
 import math
@@ -8,14 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
-import train_odyssey
-from attnlib.corpus import perplexity
+import train_odyssey as script
+from attnlib.bpe import BPETokenizer
+from attnlib.corpus import token_log_probs
 
 ROOT = Path(__file__).resolve().parents[1]
 LM_DIR = ROOT / "data" / "odyssey_lm"
-
-
-script = train_odyssey
+FILES = {"model.pt", "bpe_model.pt", "merges.txt", "results.json", "vocab.txt"}
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +24,9 @@ def results():
 
 
 @pytest.fixture(scope="module")
-def splits():
-    train, valid, test = script.load_splits()
-    vocab = script.build_vocab(train)
-    return vocab, *(vocab.encode(t) for t in (train, valid, test))
+def data():
+    """The script's data, with the committed merges (test_merges_are_relearned checks them)."""
+    return script.Data(merges=BPETokenizer.load(LM_DIR / "merges.txt").merges)
 
 
 @pytest.fixture(autouse=True)
@@ -40,54 +39,97 @@ def one_thread():
 
 def test_the_files_are_small():
     sizes = {p.name: p.stat().st_size for p in LM_DIR.iterdir()}
-    assert set(sizes) == {"model.pt", "results.json", "vocab.txt"}
-    assert sum(sizes.values()) <= 10 * 2**20, sizes
+    assert set(sizes) == FILES
+    assert all(size <= 10 * 2**20 for size in sizes.values()), sizes
 
 
-def test_vocabulary_is_rebuilt_from_the_text(splits):
-    vocab = splits[0]
-    assert (LM_DIR / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1] == vocab.words
+def test_vocabulary_is_rebuilt_from_the_text(data):
+    assert (LM_DIR / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1] == data.vocab.words
 
 
-def test_results_describe_every_model(results):
-    assert list(results["models"]) == list(script.VARIANTS)
-    assert results["config"] == script.MAIN
-    for name, run in results["models"].items():
-        assert run["config"] == dict(script.MAIN, **script.VARIANTS[name])
-        assert run["curve"]["step"][-1] == results["train"]["steps"]
-        assert run["valid_ppl"] == min(run["curve"]["valid_ppl"])  # early stopping kept the best
+def test_merges_are_relearned_from_the_training_books():
+    texts = script.load_texts()["train"]
+    stored = BPETokenizer.load(LM_DIR / "merges.txt").merges
+    assert len(stored) == script.NUM_MERGES
+    assert stored == script.train_bpe(texts, script.NUM_MERGES)
 
 
-def test_weights_reproduce_the_stored_perplexity(results, splits):
-    vocab, _, valid_ids, test_ids = splits
-    model = script.make_model(dict(results["config"], glove=False), vocab, script.TRAIN["context"])
-    model.load_state_dict(torch.load(LM_DIR / "model.pt", weights_only=True))
-    main = results["models"]["main"]
-    context = results["train"]["context"]
-    assert math.isclose(perplexity(model, test_ids, context), main["test_ppl"], rel_tol=1e-4)
-    assert math.isclose(perplexity(model, valid_ids, context), main["valid_ppl"], rel_tol=1e-4)
+def test_results_describe_every_run(results, data):
+    assert results["base"] == script.BASE and results["variants"] == script.VARIANTS
+    assert results["data"] == data.summary()
+    assert list(results["runs"]) == list(script.VARIANTS)
+    for name, seeds in results["runs"].items():
+        assert [int(s) for s in seeds] == list(script.SEEDS), name
+        for seed, run in seeds.items():
+            assert run["config"] == dict(script.BASE, **script.VARIANTS[name]), (name, seed)
+            assert run["seed"] == int(seed)
+            assert run["curve"]["step"][-1] == script.BASE["steps"]
+            assert run["seconds"] > 0 and run["threads"] >= 1 and run["processes"] >= 1
+            assert "CPUs; Python" in run["machine"] and run["device"]
+            for part in ("valid", "test"):
+                tokens = results["data"]["tokens"][run["config"]["tokens"]][part]
+                assert run[part]["tokens"] == tokens - 1  # every token but the first, once
+                nats, size = run[part]["nats"], results["data"]["bytes"][part]
+                assert math.isclose(run[part]["bpb"], nats / math.log(2) / size, rel_tol=1e-12)
+                assert math.isclose(run[part]["ppl"], math.exp(nats / (tokens - 1)), rel_tol=1e-12)
 
 
-def test_the_first_steps_reproduce_the_stored_losses(results, splits):
-    vocab, train_ids, valid_ids, _ = splits
-    settings = results["train"]
-    model = script.make_model(results["config"], vocab, settings["context"])
-    _, replay, _ = script.train(
+def stored_model(name: str, results, data):
+    config = results["runs"][name]["0"]["config"]
+    model = script.make_model(dict(config, glove=False), data.vocab_size(config["tokens"]), 0)
+    weights = "model.pt" if name == "main" else "bpe_model.pt"
+    model.load_state_dict(torch.load(LM_DIR / weights, weights_only=True))
+    return model, config
+
+
+@pytest.mark.parametrize("name", ["main", "bpe"])
+def test_weights_reproduce_the_stored_scores(results, data, name):
+    model, config = stored_model(name, results, data)
+    stored = results["runs"][name]["0"]
+    for part in ("valid", "test"):
+        ids = data.ids[config["tokens"]][part]
+        nats = -token_log_probs(model, ids, config["context"]).sum().item()
+        assert math.isclose(nats, stored[part]["nats"], rel_tol=1e-4), part
+
+
+@pytest.mark.parametrize("name", ["main", "bpe"])
+def test_the_first_steps_reproduce_the_stored_losses(results, data, name):
+    config = results["runs"][name]["0"]["config"]
+    ids = data.ids[config["tokens"]]
+    embeddings = script.glove_matrix(data.vocab) if config["glove"] else None
+    model = script.make_model(config, data.vocab_size(config["tokens"]), 0, embeddings)
+    _, losses = script.train(
         model,
-        train_ids,
-        valid_ids,
-        **{k: settings[k] for k in script.TRAIN_ARGS},
-        stop_after=settings["replay_steps"],
+        ids["train"],
+        ids["valid"],
+        **{k: config[k] for k in ("steps", "context", "batch_size", "lr", "weight_decay")},
+        seed=0,
+        stop_after=script.REPLAY_STEPS,
         log=lambda line: None,
     )
-    stored = results["models"]["main"]["replay_losses"]
-    assert len(replay) == len(stored) == settings["replay_steps"]
-    torch.testing.assert_close(torch.tensor(replay), torch.tensor(stored), rtol=1e-4, atol=1e-4)
+    stored = results["runs"][name]["0"]["replay_losses"]
+    assert len(losses) == len(stored) == script.REPLAY_STEPS
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(stored), rtol=1e-4, atol=1e-4)
 
 
-def test_the_model_beats_every_count_model(results):
-    model = results["models"]["main"]["test_ppl"]
-    for name, counts in results["counts"].items():
-        assert model < 0.9 * counts["test_ppl"], (name, counts["test_ppl"], model)
-    # and attention is what makes the difference: without it the model is far behind
-    assert results["models"]["no_attention"]["test_ppl"] > 1.2 * model
+def test_the_models_beat_the_counts(results):
+    worst = {
+        name: max(run["test"]["ppl"] for run in seeds.values())
+        for name, seeds in results["runs"].items()
+    }
+    counts = results["counts"]["words"]
+    assert min(row["test"]["ppl"] for row in counts.values()) > worst["main"]  # every seed
+    # attention is what makes the difference: without it the model is far behind
+    best_no_attention = min(r["test"]["ppl"] for r in results["runs"]["no_attention"].values())
+    assert best_no_attention > 1.2 * worst["main"]
+    bpe_counts = min(row["test"]["bpb"] for row in results["counts"]["bpe"].values())
+    assert max(r["test"]["bpb"] for r in results["runs"]["bpe"].values()) < bpe_counts
+
+
+def test_the_tuned_counts_were_tuned_on_validation(results):
+    for kind, rows in results["counts"].items():
+        tuned = [label for label in rows if "discount" in label]
+        assert len(tuned) == 1, kind
+        best = rows[tuned[0]]
+        assert all(best["valid"]["ppl"] <= row["valid"]["ppl"] for row in rows.values()), kind
+        assert best["discount"] in script.DISCOUNTS
