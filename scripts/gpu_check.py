@@ -13,6 +13,8 @@ Usage (``make gpu-check``; ``--device cpu`` runs the same on the CPU, to try the
    synchronises CUDA), each output also checked against the exact one. Every line names the
    device. The chapters themselves run on the CPU, as a reader's machine does; these are
    their computations, moved.
+3. ``scripts/train_odyssey.py``'s training on the device: 20 steps of the book's word model
+   (dropout off), whose losses must match the same steps on the CPU.
 
 Exit status: 0 when every test passes; 1 when one fails; 2 when the device is not there.
 """
@@ -107,6 +109,31 @@ def decoding_times(device: torch.device, rounds: int) -> None:
         print(f"{s:>6} {t[0] * 1e3:>10.1f} {t[1] * 1e3:>10.1f} {t[0] / t[1]:>16.1f}x")
 
 
+def training_check(device: torch.device) -> bool:
+    """The language-model script's first 20 steps on ``device`` and on the CPU: same losses."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import train_odyssey as script
+
+    data = script.Data(bpe=False)
+    config = dict(script.BASE, dropout=0.0)  # dropout's masks differ between devices
+    ids = data.ids["words"]
+    settings = {k: config[k] for k in ("steps", "context", "batch_size", "lr", "weight_decay")}
+    losses = {}
+    for where in (torch.device("cpu"), device):
+        glove = script.glove_matrix(data.vocab)
+        model = script.make_model(config, len(data.vocab), 0, glove).to(where)
+        _, losses[where] = script.train(
+            model, ids["train"], ids["valid"], **settings, seed=0, stop_after=20, log=print
+        )
+    cpu, there = losses[torch.device("cpu")], losses[device]
+    diff = max(abs(a - b) for a, b in zip(cpu, there))
+    print(
+        f"\ntrain_odyssey on {device}: 20 steps, last loss {there[-1]:.4f} "
+        f"(CPU {cpu[-1]:.4f}), largest difference of a step's loss {diff:.1e}"
+    )
+    return diff < 1e-2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda")
@@ -142,8 +169,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu-check: the library tests failed on {device}", file=sys.stderr)
     attention_times(device, args.rounds)
     decoding_times(device, args.rounds)
-    print(f"\ngpu-check on {device}: tests {'failed' if tests.returncode else 'passed'}")
-    return 1 if tests.returncode else 0
+    trains = training_check(device)
+    failed = tests.returncode or not trains
+    print(
+        f"\ngpu-check on {device}: tests {'failed' if tests.returncode else 'passed'}, "
+        f"training {'matches the CPU' if trains else 'DIFFERS from the CPU'}"
+    )
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
