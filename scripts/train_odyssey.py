@@ -216,7 +216,8 @@ def train(
 
     Returns ``(curve, losses)``: the mean training loss and the validation perplexity every
     ``eval_every`` steps, and the loss of every step. The model keeps its last weights. In a
-    ``torch.distributed`` process group, each process trains on its share of every batch.
+    ``torch.distributed`` process group, each process trains on its share of every batch, and
+    the losses are those of this process's share.
     """
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
     if batch_size % world:
