@@ -122,8 +122,11 @@ def test_the_models_beat_the_counts(results):
     # attention is what makes the difference: without it the model is far behind
     best_no_attention = min(r["test"]["ppl"] for r in results["runs"]["no_attention"].values())
     assert best_no_attention > 1.2 * worst["main"]
-    bpe_counts = min(row["test"]["bpb"] for row in results["counts"]["bpe"].values())
-    assert max(r["test"]["bpb"] for r in results["runs"]["bpe"].values()) < bpe_counts
+    # the BPE network learned more than pairs of subwords, but at this size and budget it loses
+    # to the best counts of subwords (the chapter says so)
+    bpe = [r["test"]["bpb"] for r in results["runs"]["bpe"].values()]
+    bpe_counts = {row["n"]: row["test"]["bpb"] for row in results["counts"]["bpe"].values()}
+    assert max(bpe) < bpe_counts[2] and min(bpe) > min(bpe_counts.values())
 
 
 def test_the_tuned_counts_were_tuned_on_validation(results):
