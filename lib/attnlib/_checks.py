@@ -372,6 +372,25 @@ def directory_error(path: Path, expected: str) -> IsADirectoryError:
     )
 
 
+def read_text_file(path, expected: str, hint: str) -> tuple[Path, str]:
+    """``(path, text)`` of a UTF-8 text file, with universal newlines; the errors name the
+    file: ``IsADirectoryError`` listing what a directory holds, ``ValueError`` giving the line
+    and offset of the first byte that is not UTF-8, followed by ``hint``."""
+    path = as_path(path)
+    if path.is_dir():
+        raise directory_error(path, expected)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ValueError(
+            f"{path}, line {line}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start}); "
+            f"{hint}"
+        ) from None
+    return path, text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def values_unreadable(x: Tensor) -> bool:
     """Whether a test of ``x``'s values must be skipped: under ``torch.compile`` (a branch on
     values breaks the graph) and on the ``meta`` device (shapes without values, where

@@ -31,7 +31,14 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlib._checks import as_id_list, as_path, check_int_range, directory_error, short_repr
+from attnlib._checks import (
+    as_id_list,
+    as_path,
+    check_int_range,
+    directory_error,
+    read_text_file,
+    short_repr,
+)
 
 __all__ = ["BPETokenizer", "PATTERN", "byte_alphabet", "pretokenize", "train_bpe"]
 
@@ -528,19 +535,12 @@ class BPETokenizer:
             >>> BPETokenizer.load(path).merges
             [('Ġ', 's'), ('h', 'i'), ('Ġs', 'hi')]
         """
-        path = as_path(path)
-        if path.is_dir():
-            raise directory_error(path, "a merges file ('#version: 0.2', then 'a b' a line)")
-        data = path.read_bytes()
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            line = data.count(b"\n", 0, e.start) + 1
-            raise ValueError(
-                f"{path}, line {line}: not UTF-8 (byte 0x{data[e.start]:02x} at offset "
-                f"{e.start}); a merges file is UTF-8 text"
-            ) from None
-        lines = text.replace("\r\n", "\n").split("\n")
+        path, text = read_text_file(
+            path,
+            "a merges file ('#version: 0.2', then 'a b' a line)",
+            "a merges file is UTF-8 text",
+        )
+        lines = text.split("\n")
         if lines[-1] == "":
             lines.pop()  # the line break that ends the last line
         if not lines or not lines[0].startswith("#version"):

@@ -32,13 +32,12 @@ from torch import Tensor
 from attnlib._checks import (
     as_id,
     as_id_list,
-    as_path,
     as_words,
     check_ids_tensor,
     check_int_range,
     check_positive_int,
     check_real,
-    directory_error,
+    read_text_file,
     shape_str,
     short_repr,
 )
@@ -161,19 +160,11 @@ def read_books(path: str | Path) -> dict[str, str]:
         >>> len(books), books["I"][:31]
         (24, 'Tell me, O Muse, of that ingeni')
     """
-    path = as_path(path)
-    if path.is_dir():
-        raise directory_error(path, "a text with 'BOOK I', 'BOOK II', ... headings")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise ValueError(
-            f"{path}, line {line}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start}); "
-            "read_books reads the UTF-8 text that scripts/prepare_texts.py writes"
-        ) from None
-    text = text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as read_text
+    path, text = read_text_file(
+        path,
+        "a text with 'BOOK I', 'BOOK II', ... headings",
+        "read_books reads the UTF-8 text that scripts/prepare_texts.py writes",
+    )
     heads = list(_BOOK.finditer(text))
     if not heads:
         raise ValueError(f"{path} must contain book headings such as 'BOOK I' on their own line")
