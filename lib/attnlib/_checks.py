@@ -496,12 +496,14 @@ def _cache_fits(name, cache, N, kv_heads, head_dim, dtype, device, hint) -> None
 
 
 def check_model_cache(
-    cache, cls, *, num_layers: int, window, N: int, kv_heads: int, head_dim: int, dtype, device
+    cache, cls, *, num_layers: int, windows, N: int, kv_heads: int, head_dim: int, dtype, device
 ) -> None:
     """``cache`` is a ``cls`` (``ModelCache``) made for this model: one layer cache per block,
-    the model's sliding ``window`` in every one (a cache without it would keep, and attend to,
-    positions the model must not see), the same number of tokens seen in every layer, and kept
-    keys that fit the model's heads, the batch of ``N`` sequences, dtype and device."""
+    each layer's sliding window in its cache (a cache without it would keep, and attend to,
+    positions the model must not see; a layer without a window also takes a ``SinkCache``,
+    StreamingLLM's approximation),
+    the same number of tokens seen in every layer, and kept keys that fit the model's heads,
+    the batch of ``N`` sequences, dtype and device."""
     hint = "a cache belongs to one model and one batch; start a new one with model.new_cache()"
     if not isinstance(cache, cls):
         raise TypeError(
@@ -513,8 +515,10 @@ def check_model_cache(
             f"cache must have one layer cache per block ({num_layers}); got {len(cache.layers)}"
             f": {hint}"
         )
-    for i, layer in enumerate(cache.layers):
-        if layer.window != window:
+    for i, (layer, window) in enumerate(zip(cache.layers, windows)):
+        if layer.streaming and window is None:
+            continue  # a SinkCache on a global layer: StreamingLLM's approximation, on purpose
+        if layer.window != window or layer.sinks:
             raise ValueError(
                 f"cache must keep the model's window={window} (sliding-window attention) in every "
                 f"layer; got window={layer.window} in layer {i}: {hint}"

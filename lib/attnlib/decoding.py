@@ -1,14 +1,23 @@
-"""Attention at inference: a key-value cache for decoding one token at a time, and sliding
+"""Attention at inference: key-value caches for decoding one token at a time, and sliding
 windows.
 
 A causal language model generates token ``t`` from tokens ``0 .. t-1``. The keys and values of
-the earlier tokens never change, so recomputing them at every step repeats work: a
-:class:`KVCache` keeps them, and each step projects only the new token. Pass one cache per
-attention layer to :class:`attnlib.MultiHeadAttention` as ``cache=``.
+the earlier tokens never change, so recomputing them at every step repeats work: a cache keeps
+them, and each step projects only the new token. Pass one cache per attention layer to
+:class:`attnlib.MultiHeadAttention` as ``cache=``. Every cache has the interface of
+:class:`Cache` (``update(key, value) -> (keys, values)``, ``length``, ``nbytes``, ``mask``), and
+each way of keeping the keys is one class:
 
-With ``window=w`` the cache keeps only the last ``w`` positions (a rolling cache of fixed
-size, as in Mistral's sliding-window attention), and every query sees only the keys
-``i - w < j <= i``, exactly the mask :func:`sliding_window_mask` builds for a whole sequence.
+- :class:`KVCache`: appends with ``torch.cat`` (short code; each step copies the whole cache);
+- :class:`PreallocatedCache`: one buffer of ``max_len`` positions, written at ``length`` (no
+  copy per step);
+- :class:`RollingCache`: a ring buffer of the last ``window`` positions (sliding-window
+  attention, Mistral; Gemma's local layers), fixed memory;
+- :class:`SinkCache`: the first ``sinks`` positions and the last ``window`` (StreamingLLM);
+- :class:`attnlib.paged.PagedCache`: fixed-size blocks and a block table (vLLM).
+
+With a window ``w`` every query sees only the keys ``i - w < j <= i``, exactly the mask
+:func:`sliding_window_mask` builds for a whole sequence.
 """
 
 from __future__ import annotations
@@ -18,7 +27,14 @@ from torch import Tensor
 
 from attnlib._checks import check_positive_int, shape_str
 
-__all__ = ["KVCache", "sliding_window_mask"]
+__all__ = [
+    "Cache",
+    "KVCache",
+    "PreallocatedCache",
+    "RollingCache",
+    "SinkCache",
+    "sliding_window_mask",
+]
 
 
 def sliding_window_mask(L: int, window: int, S: int | None = None, *, device=None) -> Tensor:
@@ -69,8 +85,150 @@ def _sliding_window_mask(L: int, window: int, S: int, device) -> Tensor:
     return (j <= i) & (j > i - window)  # (L, S)
 
 
-class KVCache:
-    """The keys and values of the tokens decoded so far, for one attention layer.
+class Cache:
+    """The interface every key-value cache has; subclasses decide how the keys are kept.
+
+    An attention layer calls, at each step with ``L_new`` new tokens:
+
+    1. ``keys, values = cache.update(key, value)``: the step's keys and values
+       ``(N, G, L_new, D)`` go in; the keys and values to attend to come out,
+       ``(N, G, S, D)``: the kept ones and the new ones, in any order;
+    2. ``cache.mask(L_new)``: the boolean ``(L_new, S)`` mask of those keys for the new queries
+       (causal, and the window if the cache keeps one);
+    3. ``cache.position_ids(L_new)``: the positions a relative position scheme (RoPE, ALiBi)
+       gives the new queries and the returned keys.
+
+    Attributes:
+        length: the number of tokens seen so far, the position of the next token.
+        positions: the absolute position of each key the last :meth:`update` returned,
+            ``(S,)``, or ``None`` before the first step.
+        window: how many recent positions a query sees (``None``: all).
+        sinks: how many first positions every query also sees (StreamingLLM's sinks; 0).
+        streaming: whether a :class:`attnlib.LanguageModel` layer without a window accepts
+            this cache although it keeps less than the layer would see (only
+            :class:`SinkCache`: StreamingLLM's approximation is chosen, never an accident).
+
+    Subclasses implement ``_update(key, value) -> (keys, values, positions)`` and the
+    properties :attr:`key`, :attr:`value` and :attr:`nbytes`. Keys and values may have
+    different sizes ``D`` (multi-head latent attention caches a RoPE key and a latent vector).
+
+    Raises:
+        TypeError: from :meth:`update`, if ``key`` or ``value`` is not a tensor, or has another
+            dtype than the cache holds.
+        ValueError: from :meth:`update`, if ``key`` or ``value`` is not 4-D, does not match the
+            ``(N, G, ., D)`` or device the cache holds, or the two differ in ``(N, G, L_new)``.
+
+    Example:
+        >>> cache = KVCache()  # every cache class has this interface
+        >>> keys, values = cache.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+        >>> tuple(keys.shape), cache.length, cache.positions.tolist(), cache.mask(1).tolist()
+        ((1, 2, 3, 4), 3, [0, 1, 2], [[True, True, True]])
+    """
+
+    window: int | None = None
+    sinks: int = 0
+    streaming = False  # True: a model's global layer takes it as a chosen approximation
+
+    def __init__(self):
+        self.length = 0
+        self.positions: Tensor | None = None
+
+    @property
+    def key(self) -> Tensor | None:
+        """The kept keys, ``(N, G, S_kept, D)``, or ``None`` before the first step."""
+        raise NotImplementedError
+
+    @property
+    def value(self) -> Tensor | None:
+        """The kept values, ``(N, G, S_kept, D_v)``, or ``None`` before the first step."""
+        raise NotImplementedError
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of memory the cache holds (for a buffer, all of it, used or not)."""
+        raise NotImplementedError
+
+    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Add a step's keys and values; return the keys and values to attend to.
+
+        The returned keys include the new ones (the queries of this step need them); their
+        absolute positions are then in :attr:`positions`. They may be views of the cache's
+        memory: use them before the next step.
+        """
+        self._check("key", key, self.key)
+        self._check("value", value, self.value)
+        if key.shape[:3] != value.shape[:3]:
+            raise ValueError(
+                f"key and value must have the same (N, G, L_new); got key {shape_str(key.shape)} "
+                f"and value {shape_str(value.shape)}"
+            )
+        keys, values, positions = self._update(key, value)
+        self.positions = positions
+        self.length += key.shape[2]
+        return keys, values
+
+    def _update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        raise NotImplementedError
+
+    def mask(self, L_new: int) -> Tensor:
+        """Boolean ``(L_new, S)`` mask for the newest ``L_new`` queries against the keys the last
+        :meth:`update` returned: causal, within the window if there is one, and always the
+        first :attr:`sinks` positions."""
+        positions = self.positions  # (S,)
+        q = torch.arange(self.length - L_new, self.length, device=positions.device).unsqueeze(1)
+        j = positions.unsqueeze(0)  # (1, S)
+        allowed = j <= q  # (L_new, S)
+        if self.window is not None:
+            allowed &= (j > q - self.window) | (j < self.sinks)
+        return allowed
+
+    def position_ids(self, L_new: int) -> tuple[Tensor, Tensor]:
+        """The positions a relative position scheme gives the newest ``L_new`` queries,
+        ``(L_new,)``, and the keys the last :meth:`update` returned, ``(S,)``: their absolute
+        positions (a :class:`SinkCache` renumbers them)."""
+        device = self.positions.device
+        return torch.arange(self.length - L_new, self.length, device=device), self.positions
+
+    def _check(self, name: str, new: Tensor, kept: Tensor | None) -> None:
+        if not isinstance(new, Tensor):
+            raise TypeError(
+                f"{name} must be a 4-D tensor (N, G, L_new, D); got {type(new).__name__}"
+            )
+        if new.dim() != 4:
+            raise ValueError(
+                f"{name} must be a 4-D tensor (N, G, L_new, D); got {shape_str(new.shape)}"
+            )
+        if kept is None:
+            return
+        N, G, _, D = kept.shape
+        if (new.shape[0], new.shape[1], new.shape[3]) != (N, G, D):
+            raise ValueError(
+                f"{name} must have shape (N={N}, G={G}, L_new, D={D}) to extend this cache; got "
+                f"{shape_str(new.shape)} (a cache belongs to one layer and one batch: start a "
+                f"new {type(self).__name__}() for another)"
+            )
+        if new.dtype != kept.dtype or new.device != kept.device:
+            raise (TypeError if new.dtype != kept.dtype else ValueError)(
+                f"{name} must have the cache's dtype {kept.dtype} on {kept.device}; got "
+                f"{new.dtype} on {new.device}"
+            )
+
+    def _options(self) -> str:
+        return f"window={self.window}"
+
+    def __repr__(self) -> str:
+        shape = None if self.key is None else tuple(self.key.shape)
+        return f"{type(self).__name__}({self._options()}, length={self.length}, key shape={shape})"
+
+
+def _keep_last(t: Tensor, keep: int) -> Tensor:
+    """The last ``keep`` positions of ``t`` ``(N, G, S, D)``, copied so that the memory of the
+    dropped ones is freed (a view would hold on to it)."""
+    return t[:, :, -keep:].clone() if keep < t.shape[2] else t
+
+
+class KVCache(Cache):
+    """The keys and values of the tokens decoded so far, appended with ``torch.cat``.
 
     Step ``t`` appends the new keys and values, ``(N, G, L_new, D)``, and attends from the new
     queries to everything kept; the cache applies the causal mask itself (and the window):
@@ -82,8 +240,8 @@ class KVCache:
 
     The memory it holds is ``2 * N * G * S * D * bytes`` for ``S`` kept positions (times the
     number of layers for a whole model): :attr:`nbytes`. Each step appends with ``torch.cat``,
-    an ``O(S)`` copy, which keeps the code short; production caches preallocate a buffer of
-    the maximum length and write into it.
+    an ``O(S)`` copy, which keeps the code short; :class:`PreallocatedCache` writes into a
+    buffer instead, and :class:`RollingCache` keeps a window without copying.
 
     Args:
         window: keep only the last ``window`` positions (rolling cache of fixed size); each
@@ -93,11 +251,11 @@ class KVCache:
         key: the kept keys, ``(N, G, S, D)``, or ``None`` before the first step.
         value: the kept values, ``(N, G, S, D)``, or ``None`` before the first step.
         length: the number of tokens seen so far, the position of the next token.
+        positions: the absolute positions of the keys the last step attended to, ``(S,)``.
 
     Shape:
         ``update(key, value)``: ``key``, ``value`` ``(N, G, L_new, D)``; returns the keys and
-        values to attend to, ``(N, G, S_kept + L_new, D)``, and their positions ``(S_kept +
-        L_new,)``.
+        values to attend to, ``(N, G, S_kept + L_new, D)``.
 
     Raises:
         TypeError: if ``window`` is not an ``int``, a step's ``key`` or ``value`` is not a tensor
@@ -119,82 +277,297 @@ class KVCache:
     """
 
     def __init__(self, *, window: int | None = None):
+        super().__init__()
         self.window = None if window is None else check_positive_int("window", window)
-        self.key: Tensor | None = None
-        self.value: Tensor | None = None
-        self.length = 0
+        self._key: Tensor | None = None
+        self._value: Tensor | None = None
+
+    @property
+    def key(self) -> Tensor | None:
+        return self._key
+
+    @property
+    def value(self) -> Tensor | None:
+        return self._value
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the kept keys and values."""
-        if self.key is None:
+        if self._key is None:
             return 0
-        return self.key.numel() * self.key.element_size() * 2
+        return self._key.nbytes + self._value.nbytes
 
-    def _check(self, name: str, new: Tensor) -> None:
-        if not isinstance(new, Tensor):
-            raise TypeError(
-                f"{name} must be a 4-D tensor (N, G, L_new, D); got {type(new).__name__}"
-            )
-        if new.dim() != 4:
-            raise ValueError(
-                f"{name} must be a 4-D tensor (N, G, L_new, D); got {shape_str(new.shape)}"
-            )
-        kept = self.key if name == "key" else self.value
-        if kept is None:
-            return
-        N, G, _, D = kept.shape
-        if (new.shape[0], new.shape[1], new.shape[3]) != (N, G, D):
-            raise ValueError(
-                f"{name} must have shape (N={N}, G={G}, L_new, D={D}) to extend this cache; got "
-                f"{shape_str(new.shape)} (a cache belongs to one layer and one batch: start a "
-                "new KVCache() for another)"
-            )
-        if new.dtype != kept.dtype or new.device != kept.device:
-            raise (TypeError if new.dtype != kept.dtype else ValueError)(
-                f"{name} must have the cache's dtype {kept.dtype} on {kept.device}; got "
-                f"{new.dtype} on {new.device}"
-            )
-
-    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Append a step's keys and values; return what to attend to, and their positions.
-
-        The returned keys include the new ones (the queries of this step need them), and the
-        positions are absolute, ``length - S_kept .. length + L_new - 1``. Afterwards the cache
-        keeps the last ``window`` positions (all of them without a window).
-        """
-        self._check("key", key)
-        self._check("value", value)
-        if key.shape[:3] != value.shape[:3]:
-            raise ValueError(
-                f"key and value must have the same (N, G, L_new); got key {shape_str(key.shape)} "
-                f"and value {shape_str(value.shape)}"
-            )
-        if self.key is None:
+    def _update(self, key, value):
+        if self._key is None:
             keys, values = key, value
         else:
-            keys = torch.cat([self.key, key], dim=2)  # (N, G, S_kept + L_new, D)
-            values = torch.cat([self.value, value], dim=2)
+            keys = torch.cat([self._key, key], dim=2)  # (N, G, S_kept + L_new, D)
+            values = torch.cat([self._value, value], dim=2)
         first = self.length - (keys.shape[2] - key.shape[2])  # position of keys[:, :, 0]
-        positions = torch.arange(first, first + keys.shape[2], device=key.device)
-        self.length += key.shape[2]
+        positions = torch.arange(first, first + keys.shape[2], device=key.device)  # (S,)
         keep = keys.shape[2] if self.window is None else min(self.window, keys.shape[2])
-        if keep < keys.shape[2]:  # a rolling cache drops the oldest: copy, so that the
-            keys, values = keys.contiguous(), values.contiguous()  # dropped memory is freed
-            self.key, self.value = keys[:, :, -keep:].clone(), values[:, :, -keep:].clone()
-        else:
-            self.key, self.value = keys, values
+        self._key, self._value = _keep_last(keys, keep), _keep_last(values, keep)
         return keys, values, positions
 
-    def mask(self, positions: Tensor, L_new: int) -> Tensor:
-        """Boolean ``(L_new, S)`` mask for the newest ``L_new`` queries against keys at
-        ``positions``: causal, and within the window if there is one."""
-        q = torch.arange(self.length - L_new, self.length, device=positions.device).unsqueeze(1)
-        allowed = positions.unsqueeze(0) <= q  # (L_new, S)
-        if self.window is not None:
-            allowed &= positions.unsqueeze(0) > q - self.window
-        return allowed
 
-    def __repr__(self) -> str:
-        shape = None if self.key is None else tuple(self.key.shape)
-        return f"KVCache(window={self.window}, length={self.length}, key shape={shape})"
+def _empty_like_step(step: Tensor, length: int) -> Tensor:
+    """A buffer ``(N, G, length, D)`` with the batch, heads, size, dtype and device of a step."""
+    N, G, _, D = step.shape
+    return step.new_zeros(N, G, length, D)
+
+
+class PreallocatedCache(Cache):
+    """A key-value cache that allocates its whole length once and writes each step in place.
+
+    The first step allocates two buffers of ``max_len`` positions, ``(N, G, max_len, D)``; step
+    ``t`` writes its keys and values at positions ``length .. length + L_new - 1`` and attends to
+    the view ``[:length + L_new]``. Nothing is copied but the new tokens: a step costs
+    ``O(L_new)`` memory traffic where :class:`KVCache`'s ``torch.cat`` copies the whole cache.
+    The price is memory reserved up front: :attr:`nbytes` counts the whole buffer
+    (:attr:`used_nbytes` the positions written). HF's ``StaticCache`` and nanoGPT-style
+    ``model.setup_caches(max_len)`` work this way.
+
+    Args:
+        max_len: how many positions the buffer holds.
+
+    Attributes:
+        key, value: views of the written positions, ``(N, G, length, D)``, or ``None``.
+        length: the number of tokens written so far.
+        max_len: the buffer's length.
+
+    Raises:
+        TypeError: if ``max_len`` is not an ``int``; as :class:`KVCache` for a step's tensors.
+        ValueError: if ``max_len`` is below 1, a step would write past ``max_len`` (the buffer
+            is full), or a step does not match the buffer's shape or device.
+
+    Example:
+        >>> cache = PreallocatedCache(8)
+        >>> k = torch.zeros(1, 2, 3, 4)
+        >>> keys, values = cache.update(k, k)
+        >>> tuple(keys.shape), cache.length, cache.nbytes, cache.used_nbytes
+        ((1, 2, 3, 4), 3, 512, 192)
+    """
+
+    def __init__(self, max_len: int):
+        super().__init__()
+        self.max_len = check_positive_int("max_len", max_len)
+        self._key_buffer: Tensor | None = None
+        self._value_buffer: Tensor | None = None
+
+    @property
+    def key(self) -> Tensor | None:
+        return None if self._key_buffer is None else self._key_buffer[:, :, : self.length]
+
+    @property
+    def value(self) -> Tensor | None:
+        return None if self._value_buffer is None else self._value_buffer[:, :, : self.length]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the two buffers, written or not."""
+        if self._key_buffer is None:
+            return 0
+        return self._key_buffer.nbytes + self._value_buffer.nbytes
+
+    @property
+    def used_nbytes(self) -> int:
+        """Bytes of the positions written so far."""
+        return 0 if self._key_buffer is None else self.key.nbytes + self.value.nbytes
+
+    def _update(self, key, value):
+        end = self.length + key.shape[2]
+        if end > self.max_len:
+            raise ValueError(
+                f"this PreallocatedCache(max_len={self.max_len}) is full: it holds {self.length} "
+                f"positions and the step adds {key.shape[2]}; make it with a larger max_len"
+            )
+        if self._key_buffer is None:
+            self._key_buffer = _empty_like_step(key, self.max_len)  # (N, G, max_len, D)
+            self._value_buffer = _empty_like_step(value, self.max_len)  # (N, G, max_len, D_v)
+        self._key_buffer[:, :, self.length : end] = key  # in place: no copy of the rest
+        self._value_buffer[:, :, self.length : end] = value
+        positions = torch.arange(end, device=key.device)  # (S,) = (length + L_new,)
+        return self._key_buffer[:, :, :end], self._value_buffer[:, :, :end], positions
+
+    def _options(self) -> str:
+        return f"max_len={self.max_len}"
+
+
+class RollingCache(Cache):
+    """A ring buffer of the last ``window`` positions: sliding-window attention in fixed memory.
+
+    Position ``p`` lives in slot ``p % window``. A step of one token overwrites the slot of the
+    position that has just left the window (``length - window``) and attends to the whole
+    buffer: no copy. A step of several tokens (a prefill) attends to the kept positions and the
+    new ones together, then writes the last ``window`` new ones into their slots. The keys come
+    out in slot order, not position order; attention does not care, because the mask and the
+    position scheme read :attr:`positions`. Mistral's rolling buffer cache and Gemma's local
+    layers keep their windows this way.
+
+    Args:
+        window: ``w``: each query sees keys ``i - w < j <= i``; the buffer has ``w`` slots.
+
+    Attributes:
+        key, value: the buffer's written slots, ``(N, G, min(length, w), D)``, or ``None``.
+
+    Raises:
+        TypeError: if ``window`` is not an ``int``; as :class:`KVCache` for a step's tensors.
+        ValueError: if ``window`` is below 1; as :class:`KVCache` for a step's tensors.
+
+    Example:
+        >>> cache = RollingCache(3)
+        >>> for t in range(5):
+        ...     _ = cache.update(torch.full((1, 1, 1, 1), float(t)), torch.zeros(1, 1, 1, 1))
+        >>> cache.key.flatten().tolist(), cache.positions.tolist()  # slots hold 3, 4 and 2
+        ([3.0, 4.0, 2.0], [3, 4, 2])
+    """
+
+    def __init__(self, window: int):
+        super().__init__()
+        self.window = check_positive_int("window", window)
+        self._key_buffer: Tensor | None = None
+        self._value_buffer: Tensor | None = None
+
+    @property
+    def key(self) -> Tensor | None:
+        if self._key_buffer is None:
+            return None
+        return self._key_buffer[:, :, : min(self.length, self.window)]
+
+    @property
+    def value(self) -> Tensor | None:
+        if self._value_buffer is None:
+            return None
+        return self._value_buffer[:, :, : min(self.length, self.window)]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the ring buffer (``window`` positions once the first step is in)."""
+        if self._key_buffer is None:
+            return 0
+        return self._key_buffer.nbytes + self._value_buffer.nbytes
+
+    def _slot_positions(self, total: int, device) -> Tensor:
+        """The position held by each written slot when ``total`` tokens have been written:
+        the latest ``p < total`` with ``p % w == slot``."""
+        slots = torch.arange(min(total, self.window), device=device)  # (S,)
+        return (total - 1) - (total - 1 - slots) % self.window  # (S,)
+
+    def _write(self, key: Tensor, value: Tensor) -> None:
+        """Write the last ``window`` of a step's positions into their slots."""
+        L, w = key.shape[2], self.window
+        keep = min(L, w)
+        first = self.length + L - keep  # position of the first written token
+        slots = torch.arange(first, first + keep, device=key.device) % w  # (keep,)
+        self._key_buffer[:, :, slots] = key[:, :, L - keep :]
+        self._value_buffer[:, :, slots] = value[:, :, L - keep :]
+
+    def _update(self, key, value):
+        L, w = key.shape[2], self.window
+        total = self.length + L
+        if self._key_buffer is None:
+            self._key_buffer = _empty_like_step(key, w)  # (N, G, w, D)
+            self._value_buffer = _empty_like_step(value, w)  # (N, G, w, D_v)
+        if L == 1 or total <= w:  # nothing a new query needs is overwritten: write, then read
+            self._write(key, value)
+            S = min(total, w)
+            positions = self._slot_positions(total, key.device)  # (S,)
+            return self._key_buffer[:, :, :S], self._value_buffer[:, :, :S], positions
+        kept_positions = self._slot_positions(self.length, key.device)  # (S_kept,)
+        keys = torch.cat([self.key, key], dim=2)  # (N, G, S_kept + L, D): a prefill reads
+        values = torch.cat([self.value, value], dim=2)  # the old slots before they go
+        new_positions = torch.arange(self.length, total, device=key.device)  # (L,)
+        self._write(key, value)
+        return keys, values, torch.cat([kept_positions, new_positions])
+
+    def _options(self) -> str:
+        return f"window={self.window}"
+
+
+class SinkCache(Cache):
+    """StreamingLLM's cache (Xiao et al., 2024): the first ``sinks`` positions and the last
+    ``window``.
+
+    Trained models put much of their attention on the first tokens (*attention sinks*), even
+    when those say little. A plain window cache drops them once the text is longer than the
+    window, and the model's predictions degrade; keeping the first few (``sinks = 4`` in the
+    paper) restores them at the cost of a few positions. A query at position ``i`` sees keys
+    ``j < sinks`` and ``i - window < j <= i``.
+
+    As in the paper, a relative position scheme numbers the kept keys by their place in the
+    cache, ``0 .. S-1`` (:meth:`position_ids`), not by their place in the text: the distance
+    from a query to a sink stays within what the model saw in training. The cache is simple
+    rather than fast (``torch.cat``, then the positions to keep).
+
+    Args:
+        window: how many recent positions each query sees (itself included), ``>= 1``.
+        sinks: how many first positions every query also sees, ``>= 0``.
+
+    Attributes:
+        key, value: the kept keys and values, ``(N, G, S_kept, D)``, or ``None``.
+
+    Raises:
+        TypeError: if ``window`` or ``sinks`` is not an ``int``; as :class:`KVCache` for a
+            step's tensors.
+        ValueError: if ``window`` is below 1 or ``sinks`` below 0; as :class:`KVCache` for a
+            step's tensors.
+
+    Example:
+        >>> cache = SinkCache(2, sinks=1)
+        >>> for t in range(5):
+        ...     _ = cache.update(torch.full((1, 1, 1, 1), float(t)), torch.zeros(1, 1, 1, 1))
+        >>> cache.key.flatten().tolist(), cache.mask(1).tolist()
+        ([0.0, 3.0, 4.0], [[True, True, True]])
+    """
+
+    streaming = True
+
+    def __init__(self, window: int, *, sinks: int = 4):
+        super().__init__()
+        self.window = check_positive_int("window", window)
+        if isinstance(sinks, bool) or not isinstance(sinks, int):
+            raise TypeError(f"sinks must be an integer >= 0; got {sinks!r}")
+        if sinks < 0:
+            raise ValueError(f"sinks must be an integer >= 0; got {sinks!r}")
+        self.sinks = sinks
+        self._key: Tensor | None = None
+        self._value: Tensor | None = None
+        self._positions: Tensor | None = None  # (S_kept,) absolute positions of the kept keys
+
+    @property
+    def key(self) -> Tensor | None:
+        return self._key
+
+    @property
+    def value(self) -> Tensor | None:
+        return self._value
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the kept keys and values."""
+        return 0 if self._key is None else self._key.nbytes + self._value.nbytes
+
+    def _update(self, key, value):
+        new_positions = torch.arange(self.length, self.length + key.shape[2], device=key.device)
+        if self._key is None:
+            keys, values, positions = key, value, new_positions
+        else:
+            keys = torch.cat([self._key, key], dim=2)  # (N, G, S_kept + L_new, D)
+            values = torch.cat([self._value, value], dim=2)
+            positions = torch.cat([self._positions, new_positions])  # (S,)
+        total = self.length + key.shape[2]
+        keep = (positions < self.sinks) | (positions > total - 1 - self.window)  # (S,)
+        index = keep.nonzero().flatten()  # (S_kept,)
+        self._key, self._value = keys[:, :, index], values[:, :, index]  # copies
+        self._positions = positions[index]
+        return keys, values, positions
+
+    def position_ids(self, L_new: int) -> tuple[Tensor, Tensor]:
+        """Positions by place in the cache: keys ``0 .. S-1``, the new queries the last
+        ``L_new`` of them."""
+        S = self.positions.shape[0]
+        k_pos = torch.arange(S, device=self.positions.device)  # (S,)
+        return k_pos[S - L_new :], k_pos
+
+    def _options(self) -> str:
+        return f"window={self.window}, sinks={self.sinks}"

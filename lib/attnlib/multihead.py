@@ -30,10 +30,8 @@ from attnlib._checks import (
     shape_str,
 )
 from attnlib.attention import SelfAttention, _attend
-from attnlib.decoding import KVCache
-from attnlib.positions import _rotary, alibi_slopes
-
-POSITIONS = (None, "rope", "alibi")  # what MultiHeadAttention(positions=...) accepts
+from attnlib.decoding import Cache
+from attnlib.positions import ALiBi, Rotary, _position_scheme
 
 __all__ = ["MultiHeadAttention", "NaiveMultiHeadAttention"]
 
@@ -53,11 +51,15 @@ def _check_dims(embed_dim: int, num_heads: int, head_dim: int | None) -> int:
 
 
 def _check_cache(cache, key, value, mask, module=None) -> None:
-    """``cache`` is ``None``, or a :class:`KVCache` for a causal self-attention."""
+    """``cache`` is ``None``, or a :class:`attnlib.decoding.Cache` (a ``KVCache``,
+    ``PreallocatedCache``, ...) for a causal self-attention."""
     if cache is None:
         return
-    if not isinstance(cache, KVCache):
-        raise TypeError(f"cache must be an attnlib.decoding.KVCache; got {type(cache).__name__}")
+    if not isinstance(cache, Cache):
+        raise TypeError(
+            "cache must be an attnlib.decoding.Cache (KVCache, PreallocatedCache, RollingCache, "
+            f"SinkCache, PagedCache); got {type(cache).__name__}"
+        )
     if key is not None or value is not None or mask is not None:
         raise ValueError(
             "cache must not be combined with key, value or mask: with a cache, query holds "
@@ -186,13 +188,15 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads: ``G``, the number of key/value heads (grouped-query attention): query
             head ``h`` uses key/value head ``h // (H / G)``. ``G = H`` (the default) is
             multi-head attention, ``G = 1`` multi-query attention. ``G`` must divide ``H``.
-        positions: a relative position scheme applied inside the attention: ``"rope"``
-            rotates each head's queries and keys by their positions
-            (:func:`attnlib.positions.rotary_embedding`, ``D`` must be even), ``"alibi"``
-            adds ``-m_h |i - j|`` to head ``h``'s scores
-            (:func:`attnlib.positions.alibi_bias`); ``None`` (the default) adds nothing. Queries
-            sit at positions ``0 .. L-1`` and keys at ``0 .. S-1``; with a ``cache`` at their
-            absolute positions in the sequence decoded so far.
+        positions: a relative position scheme applied inside the attention, an object the
+            layer calls with every head's queries and keys and their positions:
+            :class:`attnlib.positions.Rotary` (or ``"rope"``) rotates them
+            (:func:`attnlib.positions.rotary_embedding`, ``D`` must be even),
+            :class:`attnlib.positions.ALiBi` (or ``"alibi"``) adds ``-m_h |i - j|`` to head
+            ``h``'s scores (:func:`attnlib.positions.alibi_bias`); ``None`` (the default) adds
+            nothing. Queries sit at positions ``0 .. L-1`` and keys at ``0 .. S-1``; with a
+            ``cache`` at the positions it gives (:meth:`attnlib.decoding.Cache.position_ids`).
+            Stored as the object, in :attr:`positions`.
         rope_base: the wavelength scale of ``"rope"``; 10000 in the paper.
 
     Attributes:
@@ -210,9 +214,10 @@ class MultiHeadAttention(nn.Module):
           ``(N, L, S)`` or ``(N, H, L, S)`` (unbatched: ``(L, S)`` or ``(H, L, S)``).
         - output: ``(L, E)`` or ``(N, L, E)``; weights: ``(H, L, S)`` or ``(N, H, L, S)``,
           or ``None`` with ``need_weights=False``.
-        - with ``cache=`` (a :class:`attnlib.decoding.KVCache`): ``query`` holds only the new
-          tokens ``(N, L_new, E)``; ``S`` is the number of positions the cache keeps plus
-          ``L_new``; no ``key``, ``value`` or ``mask`` (the cache applies the causal mask).
+        - with ``cache=`` (an :class:`attnlib.decoding.Cache`: ``KVCache``,
+          ``PreallocatedCache``, ``RollingCache``, ...): ``query`` holds only the new tokens
+          ``(N, L_new, E)``; ``S`` is the number of positions the cache keeps plus ``L_new``;
+          no ``key``, ``value`` or ``mask`` (the cache applies the causal mask).
 
     Raises:
         ValueError: if ``embed_dim`` (``E``) is not divisible by ``num_heads`` (``H``) and no
@@ -222,12 +227,12 @@ class MultiHeadAttention(nn.Module):
             device has no values), ``mask`` has the wrong shape, ``cache`` is combined with
             ``key``, ``value`` or ``mask``, a filled ``cache`` holds keys of other key/value heads,
             head size, batch size or device (it belongs to one layer and one batch), or
-            ``positions`` is not one of ``None``, ``"rope"``, ``"alibi"`` (``"rope"`` with an odd
-            ``D``).
+            ``positions`` is not one of ``None``, ``"rope"``, ``"alibi"``, a ``Rotary`` or an
+            ``ALiBi`` (``"rope"`` with an odd ``D``).
         TypeError: if a size is not an ``int``, ``dropout`` not a number, ``query``, ``key`` or
             ``value`` is not a float tensor or its dtype is not the module's, ``mask`` is neither
-            boolean nor floating point, or ``cache`` is not a
-            :class:`attnlib.decoding.KVCache` or holds keys of another dtype.
+            boolean nor floating point, or ``cache`` is not an
+            :class:`attnlib.decoding.Cache` or holds keys of another dtype.
 
     An empty batch (``N = 0``) or sequence (``L = 0``, or ``S = 0``: zeros) gives an empty
     result of the shapes above, with a ``cache`` too (an empty step leaves it as it was).
@@ -251,20 +256,14 @@ class MultiHeadAttention(nn.Module):
         head_dim: int | None = None,
         dropout: float = 0.0,
         num_kv_heads: int | None = None,
-        positions: str | None = None,
+        positions: str | Rotary | ALiBi | None = None,
         rope_base: float = 10000.0,
     ):
         super().__init__()
         _init_sizes(self, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout)
-        if positions not in POSITIONS:
-            raise ValueError(f"positions must be one of {POSITIONS}; got {positions!r}")
-        if positions == "rope" and self.head_dim % 2:
-            raise ValueError(
-                f"positions='rope' needs an even head_dim D (features are rotated in pairs); got "
-                f"D={self.head_dim} (embed_dim={embed_dim}, num_heads={num_heads}): choose "
-                "num_heads so that embed_dim / num_heads is even, or give head_dim"
-            )
-        self.positions, self.rope_base = positions, float(rope_base)
+        self.positions = _position_scheme(positions, rope_base=rope_base)
+        if self.positions is not None:
+            self.positions.check_head_dim(self.head_dim)
         G = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
         if num_heads % G:
             raise ValueError(
@@ -290,15 +289,15 @@ class MultiHeadAttention(nn.Module):
         *,
         mask: Tensor | None = None,
         need_weights: bool = True,
-        cache: KVCache | None = None,
+        cache: Cache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key``/``value``; returns ``(output, weights)``.
 
         With ``need_weights=False`` the heads go through ``F.scaled_dot_product_attention``
         (a fused kernel that never returns the weights) and ``weights`` is ``None``. With
-        ``cache=`` (a :class:`attnlib.decoding.KVCache`) ``query`` holds the new tokens of a
-        causal self-attention; their keys and values are appended to the cache, and they
-        attend to every position the cache keeps.
+        ``cache=`` (an :class:`attnlib.decoding.Cache`) ``query`` holds the new tokens of a
+        causal self-attention; their keys and values go into the cache, and they attend to
+        every position the cache keeps.
         """
         _check_cache(cache, key, value, mask, self)
         query, key, value, mask, batched = _prepare(self, query, key, value, mask)
@@ -318,18 +317,13 @@ class MultiHeadAttention(nn.Module):
         k = self._split_heads(self.k_proj(key), G)  # (N, G, S, D)
         v = self._split_heads(self.v_proj(value), G)  # (N, G, S, D)
         if cache is not None:
-            q_pos = torch.arange(cache.length, cache.length + L, device=q.device)  # (L,)
-            if self.positions == "rope":  # the new keys sit where the new queries sit
-                q, k = self._rotate(q, q_pos), self._rotate(k, q_pos)
-            k, v, k_pos = cache.update(k, v)  # (N, G, S_kept + L, D) each; (S,)
-            mask = cache.mask(k_pos, L).view(1, 1, L, k.shape[2])  # (1, 1, L, S): causal (+ window)
-        elif self.positions is not None:
-            q_pos = torch.arange(L, device=q.device)  # (L,)
-            k_pos = torch.arange(k.shape[2], device=q.device)  # (S,)
-            if self.positions == "rope":
-                q, k = self._rotate(q, q_pos), self._rotate(k, k_pos)
-        if self.positions == "alibi":
-            mask = self._alibi(q_pos, k_pos, mask)  # (N or 1, H, L, S), float
+            k, v = cache.update(k, v)  # (N, G, S, D) each: kept and new, as the cache keeps them
+            mask = cache.mask(L).view(1, 1, L, k.shape[2])  # (1, 1, L, S): causal (+ window)
+        if self.positions is not None:  # positions enter after the cache: a cache keeps
+            q_pos, k_pos = _position_ids(cache, L, k.shape[2], q.device)  # keys unrotated
+            q, k, bias = self.positions(q, k, q_pos, k_pos)  # RoPE rotates; ALiBi gives a bias
+            if bias is not None:
+                mask = _add_bias(bias, mask)  # (N or 1, H, L, S), float
         dropout_p = self.dropout if self.training else 0.0
         heads, weights = _attend(
             q, k, v, mask, dropout_p, need_weights, enable_gqa=G != self.num_heads
@@ -337,21 +331,6 @@ class MultiHeadAttention(nn.Module):
         inner = self.num_heads * self.head_dim  # (not -1: an empty batch has no size to infer)
         heads = heads.transpose(1, 2).reshape(N, L, inner)  # (N, L, H, D) -> (N, L, H*D)
         return self.out_proj(heads), weights  # (N, L, E), (N, H, L, S) or None
-
-    def _rotate(self, x: Tensor, positions: Tensor) -> Tensor:
-        return _rotary(x, positions, self.rope_base)  # (N, heads, T, D)
-
-    def _alibi(self, q_pos: Tensor, k_pos: Tensor, mask: Tensor | None) -> Tensor:
-        """ALiBi's bias ``-m_h |i - j|`` for queries at ``q_pos`` and keys at ``k_pos``, with
-        ``mask`` applied: ``-inf`` where a boolean mask blocks, a float mask added."""
-        slopes = alibi_slopes(self.num_heads).to(q_pos.device)  # (H,)
-        distance = (q_pos.unsqueeze(1) - k_pos.unsqueeze(0)).abs()  # (L, S)
-        bias = -slopes.view(1, -1, 1, 1) * distance  # (1, H, L, S)
-        if mask is None:
-            return bias
-        if mask.dtype == torch.bool:
-            return bias.masked_fill(~mask, float("-inf"))  # (N or 1, H, L, S)
-        return bias + mask  # -inf stays -inf
 
     def extra_repr(self) -> str:
         return _extra_repr(self)
@@ -384,7 +363,7 @@ class NaiveMultiHeadAttention(nn.Module):
         ``(S, kdim)``, ``value`` ``(S, vdim)``, or with a batch dimension ``N``; ``mask``
         (boolean or float) ``(L, S)``, ``(N, L, S)`` or ``(N, H, L, S)``; output ``(L, E)``
         or ``(N, L, E)``; weights ``(H, L, S)`` or ``(N, H, L, S)``. With ``cache=`` (a
-        :class:`attnlib.decoding.KVCache`, ``G = H``), as :class:`MultiHeadAttention`.
+        :class:`attnlib.decoding.Cache`, ``G = H``), as :class:`MultiHeadAttention`.
 
     Raises:
         ValueError: as :class:`MultiHeadAttention`.
@@ -432,7 +411,7 @@ class NaiveMultiHeadAttention(nn.Module):
         *,
         mask: Tensor | None = None,
         need_weights: bool = True,
-        cache: KVCache | None = None,
+        cache: Cache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Run every head, concatenate, project; returns ``(output, weights)``.
 
@@ -467,8 +446,8 @@ class NaiveMultiHeadAttention(nn.Module):
         L = query.shape[1]
         k = torch.stack([head.k_proj(query) for head in self.heads], dim=1)  # (N, H, L, D)
         v = torch.stack([head.v_proj(query) for head in self.heads], dim=1)  # (N, H, L, D)
-        k, v, k_pos = cache.update(k, v)  # (N, H, S_kept + L, D) each; (S,)
-        mask = cache.mask(k_pos, L)  # (L, S): causal (+ window)
+        k, v = cache.update(k, v)  # (N, H, S, D) each
+        mask = cache.mask(L)  # (L, S): causal (+ window)
         dropout_p = self.dropout if self.training else 0.0
         outputs, weights = [], []
         for h, head in enumerate(self.heads):
@@ -485,6 +464,24 @@ class NaiveMultiHeadAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return _extra_repr(self)
+
+
+def _position_ids(cache: Cache | None, L: int, S: int, device) -> tuple[Tensor, Tensor]:
+    """The positions of the queries ``(L,)`` and keys ``(S,)`` for a position scheme: the
+    cache's (:meth:`attnlib.decoding.Cache.position_ids`), else ``0 .. L-1`` and ``0 .. S-1``."""
+    if cache is not None:
+        return cache.position_ids(L)
+    return torch.arange(L, device=device), torch.arange(S, device=device)
+
+
+def _add_bias(bias: Tensor, mask: Tensor | None) -> Tensor:
+    """A float ``bias`` (ALiBi's) with ``mask`` applied: ``-inf`` where a boolean mask blocks,
+    a float mask added."""
+    if mask is None:
+        return bias
+    if mask.dtype == torch.bool:
+        return bias.masked_fill(~mask, float("-inf"))  # (N or 1, H, L, S)
+    return bias + mask  # -inf stays -inf
 
 
 def _init_sizes(m, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout) -> None:

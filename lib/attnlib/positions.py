@@ -26,7 +26,14 @@ from attnlib._checks import (
     shape_str,
 )
 
-__all__ = ["alibi_bias", "alibi_slopes", "rotary_embedding", "sinusoidal_encoding"]
+__all__ = [
+    "ALiBi",
+    "Rotary",
+    "alibi_bias",
+    "alibi_slopes",
+    "rotary_embedding",
+    "sinusoidal_encoding",
+]
 
 
 def _check_base(base) -> float:
@@ -256,3 +263,119 @@ def alibi_bias(num_heads: int, L: int, S: int | None = None, *, device=None) -> 
     j = torch.arange(S, device=device).unsqueeze(0)  # (1, S)
     minus_distance = -(i - j).abs()  # (L, S), integers, so the diagonal is 0 and not -0.0
     return slopes.view(-1, 1, 1) * minus_distance  # (H, 1, 1) * (L, S) -> (H, L, S)
+
+
+class Rotary:
+    """RoPE as an object that an attention layer receives: rotate queries and keys.
+
+    ``MultiHeadAttention(E, H, positions=Rotary())`` rotates each head's queries and keys by
+    their positions (:func:`rotary_embedding`) after the projections; the string
+    ``positions="rope"`` means ``Rotary()``. The layer calls the object with the queries and
+    keys of every head and their positions: ``q, k, bias = scheme(q, k, q_pos, k_pos)``
+    (``bias`` is ``None``: RoPE adds nothing to the scores). Equinox's ``process_heads`` and
+    Hugging Face's ``position_embeddings`` hand positions to attention the same way.
+
+    Args:
+        base: the wavelength scale; 10000 in the paper.
+
+    Shape:
+        ``q``: ``(N, H, L, D)``, ``k``: ``(N, G, S, D)``, ``D`` even; ``q_pos``: ``(L,)``;
+        ``k_pos``: ``(S,)``. Returns ``q`` and ``k`` rotated, same shapes, and ``None``.
+
+    Raises:
+        TypeError: if ``base`` is not a number.
+        ValueError: if ``base`` is not a finite number > 1.
+
+    Example:
+        >>> rope = Rotary(base=100.0)
+        >>> q = k = torch.tensor([[[[1.0, 0.0]]]])  # (1, 1, 1, 2)
+        >>> q2, k2, bias = rope(q, k, torch.tensor([1]), torch.tensor([0]))
+        >>> q2.flatten(), bias
+        (tensor([0.5403, 0.8415]), None)
+    """
+
+    name = "rope"
+
+    def __init__(self, base: float = 10000.0):
+        self.base = _check_base(base)
+
+    def __call__(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor):
+        return _rotary(q, q_pos, self.base), _rotary(k, k_pos, self.base), None
+
+    def check_head_dim(self, head_dim: int) -> None:
+        """Raise if heads of size ``head_dim`` cannot be rotated (an odd ``D``)."""
+        if head_dim % 2:
+            raise ValueError(
+                f"positions='rope' needs an even head_dim D (features are rotated in pairs); got "
+                f"D={head_dim}: choose num_heads so that embed_dim / num_heads is even, or give "
+                "head_dim"
+            )
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Rotary) and other.base == self.base
+
+    def __hash__(self) -> int:
+        return hash(("rope", self.base))
+
+    def __repr__(self) -> str:
+        return f"Rotary(base={self.base:g})"
+
+
+class ALiBi:
+    """ALiBi as an object that an attention layer receives: a bias ``-m_h |i - j|`` per head.
+
+    ``MultiHeadAttention(E, H, positions=ALiBi())`` adds :func:`alibi_bias`'s penalty for the
+    queries' and keys' positions to every head's scores; the string ``positions="alibi"``
+    means ``ALiBi()``. Called as ``q, k, bias = scheme(q, k, q_pos, k_pos)``, it leaves ``q``
+    and ``k`` as they are and returns the float bias ``(1, H, L, S)``, with ``H = q.shape[1]``
+    and the slopes of :func:`alibi_slopes`.
+
+    Raises:
+        Nothing: ``ALiBi()`` takes no argument, and the layer that calls it has checked the
+        shapes it passes.
+
+    Example:
+        >>> q = k = torch.zeros(1, 2, 3, 4)  # (N, H, L, D)
+        >>> _, _, bias = ALiBi()(q, k, torch.arange(3), torch.arange(3))
+        >>> torch.equal(bias[0], alibi_bias(2, 3))
+        True
+    """
+
+    name = "alibi"
+
+    def __call__(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor):
+        slopes = alibi_slopes(q.shape[1]).to(q.device)  # (H,)
+        distance = (q_pos.unsqueeze(1) - k_pos.unsqueeze(0)).abs()  # (L, S), integers
+        return q, k, -slopes.view(1, -1, 1, 1) * distance  # (1, H, L, S)
+
+    def check_head_dim(self, head_dim: int) -> None:
+        """ALiBi takes heads of any size."""
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ALiBi)
+
+    def __hash__(self) -> int:
+        return hash("alibi")
+
+    def __repr__(self) -> str:
+        return "ALiBi()"
+
+
+SCHEMES = {"rope": Rotary, "alibi": ALiBi}  # the strings a layer's positions= also takes
+
+
+def _position_scheme(positions, *, rope_base: float = 10000.0):
+    """The scheme object for an attention layer's ``positions=``: ``None``, a :class:`Rotary`
+    or :class:`ALiBi` as given, or one made from the string ``"rope"`` or ``"alibi"``.
+
+    Raises:
+        ValueError: for any other value (a string names the choices).
+    """
+    if positions is None or isinstance(positions, (Rotary, ALiBi)):
+        return positions
+    if isinstance(positions, str) and positions in SCHEMES:
+        return Rotary(rope_base) if positions == "rope" else ALiBi()
+    raise ValueError(
+        "positions must be None, 'rope', 'alibi', or an attnlib.positions.Rotary or ALiBi "
+        f"object; got {positions!r}"
+    )

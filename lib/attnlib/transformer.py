@@ -35,13 +35,13 @@ from attnlib._checks import (
     shape_str,
 )
 from attnlib.attention import _causal_mask
-from attnlib.decoding import KVCache, _sliding_window_mask
+from attnlib.decoding import Cache, KVCache, _sliding_window_mask
 from attnlib.multihead import MultiHeadAttention, _check_cache
-from attnlib.positions import sinusoidal_encoding
+from attnlib.positions import ALiBi, Rotary, _position_scheme, sinusoidal_encoding
 
 __all__ = ["LanguageModel", "ModelCache", "TransformerBlock"]
 
-POSITIONS = ("learned", "sinusoidal", "rope", "alibi", None)
+ADDED = ("learned", "sinusoidal")  # position schemes added to the token vectors
 
 
 def _check_ratio(mlp_ratio) -> float:
@@ -100,7 +100,8 @@ class TransformerBlock(nn.Module):
         norm_eps: the LayerNorms' ``eps``.
         num_kv_heads: ``G`` key/value heads (grouped-query attention), see
             :class:`attnlib.MultiHeadAttention`.
-        positions: ``None``, ``"rope"`` or ``"alibi"``: a relative position scheme inside the
+        positions: ``None``, ``"rope"`` or ``"alibi"`` (or a :class:`attnlib.positions.Rotary`
+            or :class:`attnlib.positions.ALiBi`): a relative position scheme inside the
             attention, see :class:`attnlib.MultiHeadAttention`.
         activation: the MLP's GELU, ``"gelu"`` (exact, :math:`y\\,\\Phi(y)`, as
             ``nn.GELU()``) or ``"gelu_tanh"`` (its tanh approximation,
@@ -117,7 +118,7 @@ class TransformerBlock(nn.Module):
         - ``mask``: as :class:`attnlib.MultiHeadAttention`'s (``True`` = may attend, or a float
           mask added to the scores), e.g. :func:`attnlib.causal_mask` ``(L, L)``.
         - weights: ``(H, L, S)`` or ``(N, H, L, S)`` with ``need_weights=True``, else ``None``.
-        - with ``cache=`` (a :class:`attnlib.decoding.KVCache`), ``x`` holds only the new
+        - with ``cache=`` (an :class:`attnlib.decoding.Cache`), ``x`` holds only the new
           positions; the cache applies the causal mask.
 
     Raises:
@@ -127,8 +128,8 @@ class TransformerBlock(nn.Module):
             ``dropout`` is not in ``[0, 1)``, ``x`` or ``mask`` has the wrong shape, ``cache``
             is combined with ``mask``, or a filled ``cache`` holds keys of other heads, head
             size, batch size or device.
-        TypeError: if ``x`` is not a float tensor of the block's dtype, ``cache`` is not a
-            :class:`attnlib.decoding.KVCache` or holds keys of another dtype.
+        TypeError: if ``x`` is not a float tensor of the block's dtype, ``cache`` is not an
+            :class:`attnlib.decoding.Cache` or holds keys of another dtype.
 
     Example:
         >>> from attnlib import causal_mask
@@ -150,7 +151,7 @@ class TransformerBlock(nn.Module):
         bias: bool = True,
         norm_eps: float = 1e-5,
         num_kv_heads: int | None = None,
-        positions: str | None = None,
+        positions: str | Rotary | ALiBi | None = None,
         activation: str = "gelu",
     ):
         super().__init__()
@@ -196,7 +197,7 @@ class TransformerBlock(nn.Module):
         x: Tensor,
         *,
         mask: Tensor | None = None,
-        cache: KVCache | None = None,
+        cache: Cache | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Attention, then the MLP, each added to ``x``; returns ``(x, weights or None)``.
@@ -253,37 +254,59 @@ class TransformerBlock(nn.Module):
 
 
 class ModelCache:
-    """One :class:`attnlib.decoding.KVCache` per layer of a :class:`LanguageModel`.
+    """One key-value cache per layer of a :class:`LanguageModel`.
 
     Made by :meth:`LanguageModel.new_cache`; pass it to :meth:`LanguageModel.forward` as
     ``cache=`` with the new tokens only. It holds ``2 * layers * N * G * S * D`` numbers:
     :attr:`nbytes`.
 
     Args:
-        num_layers: how many layers (one cache each).
-        window: keep only the last ``window`` positions in every layer (sliding-window
-            attention); ``None`` keeps all.
+        layers: the number of layers, each given a :class:`attnlib.decoding.KVCache`, or the
+            list of per-layer caches (any :class:`attnlib.decoding.Cache`: a
+            ``PreallocatedCache``, a ``RollingCache`` for a local layer, ...).
+        window: with a number of layers, keep only the last ``window`` positions in every
+            layer (sliding-window attention); ``None`` keeps all.
 
     Attributes:
         layers: the list of per-layer caches.
-        window: the ``window`` every layer keeps (``None``: all positions).
 
     A model takes only a cache made for it (:meth:`LanguageModel.forward` raises otherwise):
-    as many layers as it has blocks, its own ``window``, and, once filled, keys of its heads,
-    head size, dtype and device for the same batch of sequences.
+    as many layers as it has blocks, each cache with the window of its layer (a layer
+    without a window also takes a :class:`attnlib.decoding.SinkCache`, StreamingLLM's
+    approximation chosen on purpose), and, once filled, keys of its heads, head size, dtype
+    and device for the same batch of sequences.
 
     Raises:
-        ValueError: if ``num_layers`` or ``window`` is not a positive integer.
+        TypeError: if ``layers`` is neither an ``int`` nor a list of caches.
+        ValueError: if ``layers`` or ``window`` is not a positive integer, the list is empty,
+            or ``window`` is given with a list.
 
     Example:
         >>> cache = ModelCache(2)
         >>> cache.length, cache.nbytes, len(cache.layers)
         (0, 0, 2)
+        >>> from attnlib.decoding import PreallocatedCache, RollingCache
+        >>> ModelCache([RollingCache(16), PreallocatedCache(64)]).windows
+        (16, None)
     """
 
-    def __init__(self, num_layers: int, *, window: int | None = None):
-        check_positive_int("num_layers", num_layers)
-        self.layers = [KVCache(window=window) for _ in range(num_layers)]
+    def __init__(self, layers: int | list[Cache], *, window: int | None = None):
+        if isinstance(layers, (list, tuple)):
+            if window is not None:
+                raise ValueError(
+                    "window must be None when layers is a list of caches (each cache has its "
+                    f"own window); got window={window!r}"
+                )
+            if not layers or not all(isinstance(c, Cache) for c in layers):
+                raise TypeError(
+                    "layers must be a number of layers or a non-empty list of "
+                    "attnlib.decoding.Cache objects; got "
+                    f"[{', '.join(type(c).__name__ for c in layers)}]"
+                )
+            self.layers = list(layers)
+        else:
+            check_positive_int("layers", layers)
+            self.layers = [KVCache(window=window) for _ in range(layers)]
 
     @property
     def length(self) -> int:
@@ -292,17 +315,46 @@ class ModelCache:
 
     @property
     def window(self) -> int | None:
-        """The positions kept in every layer (``None``: all); a model takes only a cache with
-        its own ``window``."""
+        """The window of the first layer (``None``: all positions); see :attr:`windows`."""
         return self.layers[0].window
 
     @property
+    def windows(self) -> tuple[int | None, ...]:
+        """Each layer's window (``None``: all positions)."""
+        return tuple(layer.window for layer in self.layers)
+
+    @property
     def nbytes(self) -> int:
-        """Bytes held by the kept keys and values of every layer."""
+        """Bytes held by the caches of every layer."""
         return sum(layer.nbytes for layer in self.layers)
 
     def __repr__(self) -> str:
         return f"ModelCache(layers={len(self.layers)}, length={self.length}, nbytes={self.nbytes})"
+
+
+def _check_positions(positions):
+    """The scheme object for the attention of a model's ``positions`` (not added ones)."""
+    try:
+        return _position_scheme(positions)
+    except ValueError:
+        raise ValueError(
+            "positions must be one of 'learned', 'sinusoidal', 'rope', 'alibi', None, or an "
+            f"attnlib.positions.Rotary or ALiBi object; got {positions!r}"
+        ) from None
+
+
+def _check_windows(window, num_layers: int):
+    """``window`` as given (an int or ``None``, or a tuple) and one window per layer."""
+    if isinstance(window, (list, tuple)):
+        if len(window) != num_layers:
+            raise ValueError(
+                f"window must give one window per layer ({num_layers}) when it is a list; got "
+                f"{len(window)}: {window!r}"
+            )
+        windows = tuple(None if w is None else check_positive_int("window", w) for w in window)
+        return windows, windows
+    window = None if window is None else check_positive_int("window", window)
+    return window, (window,) * num_layers
 
 
 def _temper(logits: Tensor, temperature: float) -> Tensor:
@@ -349,6 +401,9 @@ class LanguageModel(nn.Module):
         window: sliding-window attention: position ``t`` sees tokens ``t - window + 1 .. t``
             only (:func:`attnlib.decoding.sliding_window_mask`); ``None``: all tokens before
             it. ``window=1`` leaves attention nothing to mix: each position sees only itself.
+            A list or tuple gives each layer its own window: local and global layers, as
+            Gemma 3's five local layers to one global, ``(w, w, w, w, w, None) * k``, or
+            gpt-oss' alternation ``(w, None) * k``.
         embeddings: a ``(V, E)`` tensor that initialises the token embeddings (for example the
             GloVe vectors of the vocabulary's words); default: a normal draw, std 0.02.
         freeze_embeddings: keep the token embeddings fixed (``requires_grad=False``).
@@ -410,7 +465,7 @@ class LanguageModel(nn.Module):
         positions: str | None = "learned",
         mlp_ratio: float = 4.0,
         dropout: float = 0.0,
-        window: int | None = None,
+        window: int | None | list[int | None] | tuple[int | None, ...] = None,
         embeddings: Tensor | None = None,
         freeze_embeddings: bool = False,
         tie_weights: bool = True,
@@ -427,11 +482,10 @@ class LanguageModel(nn.Module):
             ("max_len", max_len),
         ):
             check_positive_int(name, n)
-        if positions not in POSITIONS:
-            raise ValueError(f"positions must be one of {POSITIONS}; got {positions!r}")
+        inside = None if positions in ADDED else _check_positions(positions)
         self.vocab_size, self.max_len, self.positions = vocab_size, max_len, positions
         self.tie_weights = tie_weights
-        self.window = None if window is None else check_positive_int("window", window)
+        self.window, self.windows = _check_windows(window, num_layers)
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
         self.position_embedding = None
         if positions == "learned":
@@ -444,7 +498,6 @@ class LanguageModel(nn.Module):
             table = sinusoidal_encoding(max_len, embed_dim)  # (max_len, E)
             self.register_buffer("position_encoding", table, persistent=False)
         self.drop = nn.Dropout(check_dropout("dropout", dropout))
-        inside = positions if positions in ("rope", "alibi") else None
         self.blocks = nn.ModuleList(
             TransformerBlock(
                 embed_dim,
@@ -492,12 +545,13 @@ class LanguageModel(nn.Module):
         return len(self.blocks)
 
     def new_cache(self) -> ModelCache:
-        """An empty :class:`ModelCache` for this model (keeping ``window`` positions if the
-        model has a window)."""
-        return ModelCache(self.num_layers, window=self.window)
+        """An empty :class:`ModelCache` for this model: a :class:`attnlib.decoding.KVCache`
+        per layer, keeping the layer's ``window`` positions if it has a window. For another
+        kind of cache pass ``ModelCache([...])``, one cache per layer."""
+        return ModelCache([KVCache(window=w) for w in self.windows])
 
     def _check_length(self, total: int, what: str) -> None:
-        if self.positions in ("learned", "sinusoidal") and total > self.max_len:
+        if self.positions in ADDED and total > self.max_len:
             raise ValueError(
                 f"{what} must be at most max_len={self.max_len} tokens with "
                 f"positions={self.positions!r} (the position table has max_len rows); got {total}"
@@ -520,7 +574,7 @@ class LanguageModel(nn.Module):
                 cache,
                 ModelCache,
                 num_layers=self.num_layers,
-                window=self.window,
+                windows=self.windows,
                 N=ids.shape[0] if ids.dim() == 2 else 1,
                 kv_heads=attn.num_kv_heads,
                 head_dim=attn.head_dim,
@@ -544,16 +598,18 @@ class LanguageModel(nn.Module):
         elif self.positions == "sinusoidal":
             x = x + self.position_encoding[start : start + L].to(x.dtype)  # (L, E)
         x = self.drop(x)
-        mask = None  # with a cache, the cache masks
-        if cache is None and self.window is None:
-            mask = _causal_mask(L, L, ids.device)  # (L, L); L may be 0
-        elif cache is None:
-            mask = _sliding_window_mask(L, self.window, L, ids.device)  # (L, L)
-        if mask is not None:
-            mask = mask.view(1, 1, L, L)  # (1, 1, L, L): the blocks' 4-D mask
+        masks = {}  # window -> (1, 1, L, L) mask; with a cache, the cache masks
+        if cache is None:
+            for window in set(self.windows):
+                if window is None:
+                    mask = _causal_mask(L, L, ids.device)  # (L, L); L may be 0
+                else:
+                    mask = _sliding_window_mask(L, window, L, ids.device)  # (L, L)
+                masks[window] = mask.view(1, 1, L, L)  # (1, 1, L, L): the blocks' 4-D mask
         layer_caches = [None] * self.num_layers if cache is None else cache.layers
         weights = []
-        for block, layer_cache in zip(self.blocks, layer_caches):
+        for block, window, layer_cache in zip(self.blocks, self.windows, layer_caches):
+            mask = masks.get(window) if cache is None else None
             x, w = block._forward(x, mask, layer_cache, need_weights)  # (N, L, E)
             weights.append(w)  # (N, H, L, S) or None
         logits = self.lm_head(self.ln_f(x))  # (N, L, V)
