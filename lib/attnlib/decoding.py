@@ -551,10 +551,12 @@ class SinkCache(Cache):
         new_positions = torch.arange(self.length, self.length + key.shape[2], device=key.device)
         if self._key is None:
             keys, values, positions = key, value, new_positions
-        else:
-            keys = torch.cat([self._key, key], dim=2)  # (N, G, S_kept + L_new, D)
-            values = torch.cat([self._value, value], dim=2)
-            positions = torch.cat([self._positions, new_positions])  # (S,)
+        else:  # the kept keys no new query sees leave first, so that none is numbered
+            seen = (self._positions < self.sinks) | (self._positions > self.length - self.window)
+            index = seen.nonzero().flatten()  # (S_seen,)
+            keys = torch.cat([self._key[:, :, index], key], dim=2)  # (N, G, S_seen + L_new, D)
+            values = torch.cat([self._value[:, :, index], value], dim=2)
+            positions = torch.cat([self._positions[index], new_positions])  # (S,)
         total = self.length + key.shape[2]
         keep = (positions < self.sinks) | (positions > total - 1 - self.window)  # (S,)
         index = keep.nonzero().flatten()  # (S_kept,)
