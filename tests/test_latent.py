@@ -223,6 +223,20 @@ def test_unbatched_input_is_one_sequence():
         torch.testing.assert_close(w, w_full[1])
 
 
+@pytest.mark.parametrize("absorb", [False, True])
+def test_empty_batch_sequence_and_step(absorb):
+    m = layer()
+    out, w = m(inputs(shape=(0, L, E)), absorb=absorb)
+    assert out.shape == (0, L, E) and w.shape == (0, H, L, L)
+    out, w = m(inputs(shape=(N, 0, E)), absorb=absorb)
+    assert out.shape == (N, 0, E) and w.shape == (N, H, 0, 0)
+    cache = KVCache()
+    m(inputs(), cache=cache, absorb=absorb)
+    out, w = m(inputs(shape=(N, 0, E)), cache=cache, absorb=absorb)  # an empty step
+    assert out.shape == (N, 0, E) and w.shape == (N, H, 0, L)
+    assert cache.length == L and tuple(cache.value.shape) == (N, 1, L, C)
+
+
 def test_key_and_value_may_be_query_itself():
     m = layer()
     x = inputs()

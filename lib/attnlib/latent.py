@@ -135,7 +135,8 @@ class MultiHeadLatentAttention(nn.Module):
       then average the latents, and ``W_{UV,h}`` and ``W_O`` are applied once per query. ``K``
       and ``V`` are never formed: all heads read the same ``(N, 1, S, d_c + d_R)`` keys, as in
       multi-query attention. A bias of ``k_up`` adds ``q^C_h . b_{K,h}`` to every score of a
-      query, the same for every key: the softmax cancels it, and it is dropped. A bias of
+      query, the same for every key: the softmax cancels it, and it is dropped (its gradient
+      is 0 in both forms, as that of ``MultiHeadAttention``'s key bias). A bias of
       ``v_up`` adds ``b_{V,h}`` times the sum of the weights (1, or 0 for a query with nothing
       to attend to, or other after dropout): the latents are extended by a column of ones whose
       average is that sum. Both forms give the same numbers up to rounding.
@@ -205,6 +206,9 @@ class MultiHeadLatentAttention(nn.Module):
             ``query`` is not a float tensor or its dtype is not the module's, ``mask`` is neither
             boolean nor floating point, ``cache`` is not an :class:`attnlib.decoding.Cache` or
             holds another dtype, or ``absorb`` is not a ``bool``.
+
+    An empty batch (``N = 0``) or sequence (``L = 0``) gives an empty result of the shapes
+    above, with a ``cache`` too (an empty step leaves it as it was).
 
     Example:
         >>> _ = torch.manual_seed(0)
