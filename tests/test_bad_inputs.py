@@ -139,7 +139,9 @@ def test_is_causal_equals_the_causal_mask():
 
 @pytest.mark.parametrize("cls", [MultiHeadAttention, NaiveMultiHeadAttention])
 def test_cache_of_the_wrong_type(cls):
-    with pytest.raises(TypeError, match=r"cache must be an attnlib.decoding.Cache \(KVCache, .*\); got dict"):
+    with pytest.raises(
+        TypeError, match=r"cache must be an attnlib.decoding.Cache \(KVCache, .*\); got dict"
+    ):
         cls(E, H)(torch.randn(1, 1, E), cache={})
 
 

@@ -413,7 +413,10 @@ CONFIGS = {  # MultiHeadAttention(E, H, bias=True, **kwargs), E=12
 }
 REFUSED = {  # (converter, config) -> what the message says; every other pair must be equal
     **{
-        (conv, name): r"positions=None for .*no rotary \(RoPE\) or ALiBi.*got positions=(Rotary|ALiBi)"
+        (
+            conv,
+            name,
+        ): r"positions=None for .*no rotary \(RoPE\) or ALiBi.*got positions=(Rotary|ALiBi)"
         for conv in ("to_torch", "to_keras", "naive_from_fused")
         for name in ("rope", "alibi H=3", "alibi H=4")
     },

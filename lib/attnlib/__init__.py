@@ -17,9 +17,10 @@ called.
   reference groups it, not import paths: everything public in them is here.
 * The *public submodules* are the modules named in ``attnlib.__all__``: ``bpe``,
   ``convert``, ``corpus``, ``decoding``, ``display``, ``efficient``, ``experiment``,
-  ``positions``, ``pretrained`` and ``tokenizer``. Their names are used through the module
-  (``attnlib.positions.alibi_bias``, ``from attnlib.corpus import WordVocabulary``) and are not
-  repeated at the top level, except ``tokenize``, which is imported from the top level.
+  ``latent``, ``paged``, ``positions``, ``pretrained`` and ``tokenizer``. Their names are used
+  through the module (``attnlib.positions.alibi_bias``, ``from attnlib.corpus import
+  WordVocabulary``) and are not repeated at the top level, except ``tokenize``, which is imported
+  from the top level.
 * A module whose name starts with ``_`` is private.
 
 Only this file re-exports: a module imports another module's names to use them, never to offer
@@ -34,6 +35,8 @@ from attnlib import (
     display,
     efficient,
     experiment,
+    latent,
+    paged,
     positions,
     pretrained,
     tokenizer,
@@ -79,7 +82,9 @@ __all__ = [
     "display",
     "efficient",
     "experiment",
+    "latent",
     "load_glove",
+    "paged",
     "positions",
     "pretrained",
     "read_glove_text",
