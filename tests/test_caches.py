@@ -311,3 +311,40 @@ def test_model_cache_rules_for_windows():
         ModelCache([KVCache()], window=2)
     with pytest.raises(TypeError, match=r"layers must be a number of layers or a non-empty list"):
         ModelCache([KVCache(), "cache"])
+
+
+# ---- multi-head latent attention in the model --------------------------------------------------
+
+
+@pytest.mark.parametrize("positions", ["learned", "rope", None])
+def test_a_latent_attention_model_decodes_as_it_runs_in_one_pass(positions):
+    """Decoding runs the absorbed form against a cache of latents, one pass the expanded form."""
+    torch.manual_seed(0)
+    model = LanguageModel(50, E, H, 2, max_len=32, positions=positions, latent_dim=10).eval()
+    ids = torch.randint(0, 50, (N, L))
+    full, _ = model(ids)
+    for cache in (model.new_cache(), ModelCache([PreallocatedCache(L) for _ in range(2)])):
+        outs = [model(ids[:, t : t + 1], cache=cache)[0] for t in range(L)]
+        torch.testing.assert_close(torch.cat(outs, dim=1), full)
+    rope_dim = 2 if positions == "rope" else 0  # D / 2 = 2 with RoPE
+    assert model.new_cache().nbytes == 0 and cache.layers[0].key.shape == (N, 1, L, rope_dim)
+    assert cache.layers[0].value.shape == (N, 1, L, 10)  # the latents: 10 numbers a token
+    assert cache.nbytes == 2 * N * L * (10 + rope_dim) * 4
+    prompt = ids[:, :3]
+    assert torch.equal(
+        model.generate(prompt, 6, temperature=0),
+        model.generate(prompt, 6, temperature=0, use_cache=False),
+    )
+
+
+def test_latent_attention_model_errors():
+    with pytest.raises(ValueError, match=r"latent_dim must be at most embed_dim=24; got 30"):
+        LanguageModel(50, E, H, 2, max_len=8, latent_dim=30)
+    with pytest.raises(ValueError, match=r"takes neither num_kv_heads nor ALiBi positions"):
+        LanguageModel(50, E, H, 2, max_len=8, positions="alibi", latent_dim=8)
+    torch.manual_seed(0)
+    model = LanguageModel(50, E, H, 2, max_len=8, latent_dim=8).eval()
+    cache = ModelCache(2)
+    LanguageModel(50, E, H, 2, max_len=8)(torch.randint(0, 50, (1, 3)), cache=cache)  # MHA's
+    with pytest.raises(ValueError, match=r"cache \(layer 0\) holds keys of shape \(N=1, G=6"):
+        model(torch.randint(0, 50, (1, 1)), cache=cache)

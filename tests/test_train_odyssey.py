@@ -82,7 +82,12 @@ def test_variants_change_what_they_say():
         sizes[name] = sum(p.numel() for p in model.parameters())
         assert len(model.blocks) == config["num_layers"]
         assert (model.blocks[0].mlp is None) == (name == "no_mlp")
-        assert model.window == config["window"]
+        window = config["window"]
+        layers = len(model.blocks)
+        assert model.windows == (tuple(window) if isinstance(window, list) else (window,) * layers)
+        assert (type(model.blocks[0].attn).__name__ == "MultiHeadLatentAttention") == (
+            name == "mla"
+        )
         assert model.token_embedding.weight.requires_grad != config["freeze_embeddings"]
     assert sizes["no_mlp"] < sizes["one_layer"] < sizes["main"] == sizes["post_ln"]
     assert script.VARIANTS["bpe"]["context"] * script.VARIANTS["bpe"]["batch_size"] == (

@@ -36,6 +36,7 @@ from attnlib._checks import (
 )
 from attnlib.attention import _causal_mask
 from attnlib.decoding import Cache, KVCache, _sliding_window_mask
+from attnlib.latent import MultiHeadLatentAttention
 from attnlib.multihead import MultiHeadAttention, _check_cache
 from attnlib.positions import ALiBi, Rotary, _position_scheme, sinusoidal_encoding
 
@@ -106,11 +107,17 @@ class TransformerBlock(nn.Module):
         activation: the MLP's GELU, ``"gelu"`` (exact, :math:`y\\,\\Phi(y)`, as
             ``nn.GELU()``) or ``"gelu_tanh"`` (its tanh approximation,
             ``nn.GELU(approximate="tanh")``, which GPT-2 was trained with).
+        latent_dim: ``d_c``: multi-head latent attention
+            (:class:`attnlib.latent.MultiHeadLatentAttention`) instead of multi-head attention,
+            caching ``d_c`` numbers per token; with ``positions="rope"`` its decoupled RoPE key
+            has ``D / 2`` features (DeepSeek-V2's ratio, ``D / 2`` must be even). Decoding with a
+            cache runs the absorbed form, a pass without one the expanded form. ``None``: MHA.
 
     Attributes:
         ln1: ``nn.LayerNorm(E)``, before the attention.
         ln2: ``nn.LayerNorm(E)``, before the MLP (``None`` without an MLP).
-        attn: :class:`attnlib.MultiHeadAttention` ``(E, H, bias=bias)``.
+        attn: :class:`attnlib.MultiHeadAttention` ``(E, H, bias=bias)``, or a
+            :class:`attnlib.latent.MultiHeadLatentAttention` with ``latent_dim``.
         mlp: ``nn.Sequential(Linear(E, rE), GELU(), Linear(rE, E))``, or ``None``.
 
     Shape:
@@ -153,6 +160,7 @@ class TransformerBlock(nn.Module):
         num_kv_heads: int | None = None,
         positions: str | Rotary | ALiBi | None = None,
         activation: str = "gelu",
+        latent_dim: int | None = None,
     ):
         super().__init__()
         check_positive_int("embed_dim", embed_dim)
@@ -161,14 +169,19 @@ class TransformerBlock(nn.Module):
         self.mlp_ratio = _check_ratio(mlp_ratio)
         self.dropout = check_dropout("dropout", dropout)
         self.ln1 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
-        self.attn = MultiHeadAttention(
-            embed_dim,
-            num_heads,
-            bias=bias,
-            dropout=dropout,
-            num_kv_heads=num_kv_heads,
-            positions=positions,
-        )
+        if latent_dim is None:
+            self.attn = MultiHeadAttention(
+                embed_dim,
+                num_heads,
+                bias=bias,
+                dropout=dropout,
+                num_kv_heads=num_kv_heads,
+                positions=positions,
+            )
+        else:
+            self.attn = _latent_attention(
+                embed_dim, num_heads, latent_dim, bias, dropout, num_kv_heads, positions
+            )
         hidden = round(self.mlp_ratio * embed_dim)
         if self.mlp_ratio and not hidden:
             raise ValueError(
@@ -214,12 +227,13 @@ class TransformerBlock(nn.Module):
             )
         _check_cache(cache, None, None, mask, self.attn)
         if cache is not None:
+            kv_heads, key_dim = _cached_key_shape(self.attn)
             check_cache_fits(
                 "cache",
                 cache,
                 N=x.shape[0] if x.dim() == 3 else 1,
-                kv_heads=self.attn.num_kv_heads,
-                head_dim=self.attn.head_dim,
+                kv_heads=kv_heads,
+                head_dim=key_dim,
                 dtype=x.dtype,
                 device=x.device,
                 hint="a cache belongs to one layer and one batch; start a new KVCache()",
@@ -241,9 +255,11 @@ class TransformerBlock(nn.Module):
         if mask is not None:
             mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # 4-D
         y = self.ln1(x)  # (N, L, E)
-        attended, weights = self.attn._forward(
-            y, y, y, mask, need_weights, cache
-        )  # (N, L, E), (N, H, L, S) or None
+        if isinstance(self.attn, MultiHeadLatentAttention):  # absorbed when decoding
+            attended, weights = self.attn._forward(y, mask, need_weights, cache, cache is not None)
+        else:
+            attended, weights = self.attn._forward(y, y, y, mask, need_weights, cache)
+        # attended: (N, L, E); weights: (N, H, L, S) or None
         x = x + self.drop(attended)
         if self.mlp is not None:
             x = x + self.drop(self.mlp(self.ln2(x)))  # (N, L, E)
@@ -332,6 +348,30 @@ class ModelCache:
         return f"ModelCache(layers={len(self.layers)}, length={self.length}, nbytes={self.nbytes})"
 
 
+def _latent_attention(E, H, latent_dim, bias, dropout, num_kv_heads, positions):
+    """The block's :class:`MultiHeadLatentAttention`, its RoPE key ``D / 2`` wide with RoPE."""
+    scheme = _position_scheme(positions)
+    if num_kv_heads is not None or isinstance(scheme, ALiBi):
+        raise ValueError(
+            "latent_dim (multi-head latent attention) takes neither num_kv_heads nor ALiBi "
+            f"positions; got num_kv_heads={num_kv_heads!r}, positions={positions!r}"
+        )
+    check_positive_int("num_heads", H)
+    rope_dim = 0 if scheme is None else (E // H) // 2
+    base = 10000.0 if scheme is None else scheme.base
+    return MultiHeadLatentAttention(
+        E, H, latent_dim=latent_dim, rope_dim=rope_dim, bias=bias, dropout=dropout, rope_base=base
+    )
+
+
+def _cached_key_shape(attn) -> tuple[int, int]:
+    """``(G, D)`` of the keys a layer's cache holds: the key/value heads and their size, or
+    one shared RoPE key of ``rope_dim`` for latent attention."""
+    if isinstance(attn, MultiHeadLatentAttention):
+        return 1, attn.rope_dim
+    return attn.num_kv_heads, attn.head_dim
+
+
 def _check_positions(positions):
     """The scheme object for the attention of a model's ``positions`` (not added ones)."""
     try:
@@ -409,7 +449,7 @@ class LanguageModel(nn.Module):
         freeze_embeddings: keep the token embeddings fixed (``requires_grad=False``).
         tie_weights: read the logits out with the token embeddings, ``W_U = E_tok^T``
             (Press and Wolf, 2017); otherwise a separate ``Linear(E, V)`` without bias.
-        bias, norm_eps, activation: as :class:`TransformerBlock`.
+        bias, norm_eps, activation, latent_dim: as :class:`TransformerBlock`.
 
     Attributes:
         token_embedding: ``nn.Embedding(V, E)``.
@@ -472,6 +512,7 @@ class LanguageModel(nn.Module):
         bias: bool = True,
         norm_eps: float = 1e-5,
         activation: str = "gelu",
+        latent_dim: int | None = None,
     ):
         super().__init__()
         for name, n in (
@@ -508,6 +549,7 @@ class LanguageModel(nn.Module):
                 norm_eps=norm_eps,
                 positions=inside,
                 activation=activation,
+                latent_dim=latent_dim,
             )
             for _ in range(num_layers)
         )
@@ -570,14 +612,15 @@ class LanguageModel(nn.Module):
         check_ids(ids, self.vocab_size)
         if cache is not None:
             attn = self.blocks[0].attn
+            kv_heads, key_dim = _cached_key_shape(attn)
             check_model_cache(
                 cache,
                 ModelCache,
                 num_layers=self.num_layers,
                 windows=self.windows,
                 N=ids.shape[0] if ids.dim() == 2 else 1,
-                kv_heads=attn.num_kv_heads,
-                head_dim=attn.head_dim,
+                kv_heads=kv_heads,
+                head_dim=key_dim,
                 dtype=attn.out_proj.weight.dtype,
                 device=attn.out_proj.weight.device,
             )
