@@ -348,3 +348,15 @@ def test_latent_attention_model_errors():
     LanguageModel(50, E, H, 2, max_len=8)(torch.randint(0, 50, (1, 3)), cache=cache)  # MHA's
     with pytest.raises(ValueError, match=r"cache \(layer 0\) holds keys of shape \(N=1, G=6"):
         model(torch.randint(0, 50, (1, 1)), cache=cache)
+
+
+def test_converters_refuse_a_latent_attention_block():
+    from attnlib import TransformerBlock
+    from attnlib.convert import block_to_torch
+
+    with pytest.raises(
+        ValueError,
+        match=r"block must use multi-head attention .*got block.attn = "
+        r"MultiHeadLatentAttention",
+    ):
+        block_to_torch(TransformerBlock(E, H, latent_dim=8))

@@ -287,8 +287,9 @@ def block_to_torch(block: TransformerBlock) -> nn.TransformerEncoderLayer:
 
     Raises:
         TypeError: if ``block`` is not an :class:`attnlib.TransformerBlock`.
-        ValueError: if ``block`` has no MLP, uses ``positions`` or ``activation="gelu_tanh"``,
-            or has ``num_kv_heads`` other than ``num_heads`` (the message names ``block.attn``).
+        ValueError: if ``block`` has no MLP, uses ``positions``, latent attention or
+            ``activation="gelu_tanh"``, or has ``num_kv_heads`` other than ``num_heads`` (the
+            message names ``block.attn``).
 
     Example:
         >>> block = TransformerBlock(12, 3, mlp_ratio=2.0)
@@ -302,6 +303,11 @@ def block_to_torch(block: TransformerBlock) -> nn.TransformerEncoderLayer:
         raise ValueError(
             "block must have an MLP (mlp_ratio > 0): nn.TransformerEncoderLayer always has one; "
             "got an attention-only block"
+        )
+    if not isinstance(block.attn, MultiHeadAttention):
+        raise ValueError(
+            "block must use multi-head attention (nn.TransformerEncoderLayer has no latent "
+            f"attention); got block.attn = {type(block.attn).__name__}"
         )
     if block.attn.positions is not None:
         raise ValueError(
