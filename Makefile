@@ -29,8 +29,8 @@ help:
 	@echo "make lock       regenerate requirements.txt and binder/requirements.txt (pip-compile)"
 	@echo "make colab-cells  rewrite the Colab cell (cell 0) of every chapter from its template"
 	@echo "make texts      rewrite data/odyssey.txt and data/iliad.txt from data/raw/"
-	@echo "make odyssey-lm retrain the Odyssey language models into data/odyssey_lm/ (16 runs,"
-	@echo "                1.5 h on 2 cores; tests/test_odyssey_lm.py checks the result)"
+	@echo "make odyssey-lm retrain the Odyssey language models into data/odyssey_lm/ (30 runs,"
+	@echo "                3 h on 2 cores; tests/test_odyssey_lm.py checks the result)"
 	@echo "make pointer-heads  retrain the two pointer heads of the training chapter"
 	@echo "make induction-model  retrain the induction chapter's model into data/induction/"
 
@@ -162,7 +162,7 @@ texts: env
 	$(BIN)/python scripts/prepare_texts.py
 
 # The chapter "A language model on the Odyssey" loads these models; the script trains the word
-# model, its variants and the BPE model, two seeds each, $(JOBS) runs at a time, one thread
+# model, its variants and the BPE model, three seeds each, $(JOBS) runs at a time, one thread
 # each (deterministic: seeded draws), and writes data/odyssey_lm/ atomically.
 odyssey-lm: env
 	$(BIN)/python scripts/train_odyssey.py --jobs $(JOBS)

@@ -136,3 +136,28 @@ def test_the_tuned_counts_were_tuned_on_validation(results):
         best = rows[tuned[0]]
         assert all(best["valid"]["ppl"] <= row["valid"]["ppl"] for row in rows.values()), kind
         assert best["discount"] in script.DISCOUNTS
+
+
+def test_every_cache_reproduces_the_trained_model(results, data):
+    """The caches of attnlib.decoding and attnlib.paged, on the trained weights: each equals the
+    one pass it stands for (a window model's sliding-window mask for the rolling cache)."""
+    from attnlib import ModelCache
+    from attnlib.decoding import PreallocatedCache, RollingCache, SinkCache
+    from attnlib.paged import BlockPool, PagedModelCache
+
+    model, config = stored_model("main", results, data)
+    model.eval()
+    ids = data.ids["words"]["test"][:64].unsqueeze(0)  # (1, 64)
+    windowed = script.make_model(dict(config, glove=False, window=16), data.vocab_size("words"), 0)
+    windowed.load_state_dict(model.state_dict())
+    windowed.eval()
+    cases = [
+        (model, ModelCache([PreallocatedCache(64), PreallocatedCache(64)])),
+        (model, ModelCache([SinkCache(64, sinks=4), SinkCache(64, sinks=4)])),
+        (model, PagedModelCache([BlockPool(8, 8), BlockPool(8, 8)])),
+        (windowed, ModelCache([RollingCache(16), RollingCache(16)])),
+    ]
+    with torch.no_grad():
+        for lm, cache in cases:
+            steps = torch.cat([lm(ids[:, t : t + 1], cache=cache)[0] for t in range(64)], dim=1)
+            torch.testing.assert_close(steps, lm(ids)[0])

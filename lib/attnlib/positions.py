@@ -9,6 +9,11 @@ and permuting the queries permutes the output rows the same way. Three ways to a
   proportional to their position, so that ``q_m . k_n`` depends only on ``m - n``;
 - :func:`alibi_bias` (ALiBi, Press et al., 2022): a *relative* penalty ``-m_h |i - j|``
   added to the scores, an additive float mask.
+
+The two relative schemes are also objects that an attention layer receives,
+``MultiHeadAttention(E, H, positions=Rotary())`` or ``positions=ALiBi()``: the layer calls
+``q, k, bias = scheme(q, k, q_pos, k_pos)`` with every head's queries and keys and their
+positions, after its key-value cache (:mod:`attnlib.decoding`), which gives the positions.
 """
 
 from __future__ import annotations
