@@ -385,17 +385,25 @@ def save_weights(path: Path, model) -> None:
 def merge(folders: list[Path], out: Path) -> None:
     """One results.json (and its weights) from the ``--out`` folders of several runs.
 
-    The folders must share the settings (``base``, ``variants``); the data summary, the merges
-    and the count models come from the first folder that has count models, so that runs with
-    ``--no-counts`` (each a few models and seeds) merge with one run of ``--only`` (no model).
+    The folders must share ``base``, and each folder's variants must be those of this script
+    (a folder made before a variant was added has fewer: the result has :data:`VARIANTS`). The
+    data summary, the merges and the count models come from the first folder that has count
+    models, so that runs with ``--no-counts`` (each a few models and seeds) merge with one run
+    of ``--only`` (no model).
     """
     parts = [json.loads((f / "results.json").read_text()) for f in folders]
     first = next((i for i, part in enumerate(parts) if part["counts"]), 0)
-    results = dict(parts[first], runs={})
+    variants = json.loads(json.dumps(VARIANTS))  # as JSON holds them: lists, not tuples
+    results = dict(parts[first], variants=variants, runs={})
     for folder, part in zip(folders, parts):
-        for key in ("base", "variants"):
-            if part[key] != results[key]:
-                raise SystemExit(f"{folder}: its {key} differs from {folders[0]}'s; cannot merge")
+        if part["base"] != results["base"]:
+            raise SystemExit(f"{folder}: its base differs from {folders[0]}'s; cannot merge")
+        for name, change in part["variants"].items():
+            if variants.get(name) != change:
+                raise SystemExit(
+                    f"{folder}: its variant {name!r} is {change}, this script's is "
+                    f"{variants.get(name)}; cannot merge"
+                )
         for name, seeds in part["runs"].items():
             if name == "bpe" and part["data"] != results["data"]:
                 raise SystemExit(f"{folder}: its BPE data differs from {folders[first]}'s")

@@ -100,9 +100,10 @@ def test_seeds_change_the_initial_weights():
     assert not torch.equal(a["blocks.0.attn.q_proj.weight"], b["blocks.0.attn.q_proj.weight"])
 
 
-def write_run(folder: Path, base: dict, runs: dict) -> None:
+def write_run(folder: Path, base: dict, runs: dict, variants=None) -> None:
     folder.mkdir()
-    results = {"base": base, "variants": script.VARIANTS, "data": {}, "counts": {}, "runs": runs}
+    variants = script.VARIANTS if variants is None else variants
+    results = {"base": base, "variants": variants, "data": {}, "counts": {}, "runs": runs}
     (folder / "results.json").write_text(json.dumps(results))
     for name in ("vocab.txt", "merges.txt"):
         (folder / name).write_text(name)
@@ -118,6 +119,16 @@ def test_merge_joins_seeds_and_refuses_other_settings(tmp_path):
     write_run(tmp_path / "c", dict(script.BASE, lr=1.0), {})
     with pytest.raises(SystemExit, match=r"c: its base differs from .*a's; cannot merge"):
         script.merge([tmp_path / "a", tmp_path / "c"], tmp_path)
+    # a folder made before a variant was added merges; one whose variant changed does not
+    older = {k: v for k, v in script.VARIANTS.items() if k != "mla"}
+    write_run(tmp_path / "d", script.BASE, {"main": {"2": {}}}, variants=older)
+    script.merge([tmp_path / "a", tmp_path / "d"], tmp_path)
+    merged = json.loads((tmp_path / "results.json").read_text())
+    assert merged["variants"] == json.loads(json.dumps(script.VARIANTS))
+    assert list(merged["runs"]) == ["main", "one_layer"]
+    write_run(tmp_path / "e", script.BASE, {}, variants=dict(older, no_mlp={"mlp_ratio": 1.0}))
+    with pytest.raises(SystemExit, match=r"e: its variant 'no_mlp' is \{'mlp_ratio': 1.0\}"):
+        script.merge([tmp_path / "a", tmp_path / "e"], tmp_path)
 
 
 def test_batch_must_split_evenly(monkeypatch):
