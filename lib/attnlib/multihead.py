@@ -12,24 +12,33 @@
 heads (as ``torch.nn.MultiheadAttention``, nanoGPT and Keras do);
 :class:`NaiveMultiHeadAttention` keeps a list of :class:`attnlib.SelfAttention` heads (seed
 000). Both hold the same numbers: :func:`attnlib.convert.naive_from_fused` moves weights.
+
+:class:`MultiHeadAttention` also has the options of attention as 2025 models train it, each
+off by default: ``qk_norm`` (RMSNorm of each head's queries and keys: OLMo 2, Gemma 3, Qwen3),
+``softcap`` (logits ``c tanh(s / c)``: Gemma 2), ``sink`` (a learned sink logit per head:
+gpt-oss) and ``gate`` (a sigmoid gate on each head's output: Qwen3-Next).
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib._checks import (
+    apply_mask,
     check_cache_fits,
     check_dropout,
     check_mask,
     check_module_input,
     check_positive_int,
+    check_real,
     check_tensor,
     repr_options,
     shape_str,
+    weighted_sum,
 )
-from attnlib.attention import SelfAttention, _attend
+from attnlib.attention import SelfAttention, _attend, _softmax
 from attnlib.decoding import Cache
 from attnlib.positions import ALiBi, Rotary, _position_scheme
 
@@ -151,6 +160,10 @@ def _extra_repr(m) -> str:
         ("dropout", m.dropout, 0.0),
         ("num_kv_heads", getattr(m, "num_kv_heads", m.num_heads), m.num_heads),
         ("positions", getattr(m, "positions", None), None),
+        ("qk_norm", getattr(m, "qk_norm", False), False),
+        ("softcap", getattr(m, "softcap", None), None),
+        ("sink", getattr(m, "sink", False), False),
+        ("gate", getattr(m, "gate", False), False),
     )
     return f"embed_dim={m.embed_dim}, num_heads={m.num_heads}, bias={m.bias}{extra}"
 
@@ -167,7 +180,18 @@ class MultiHeadAttention(nn.Module):
         Q &= X_q W_Q,\\; K = X_k W_K,\\; V = X_v W_V
         \\end{aligned}
 
-    where ``Q_h`` is columns ``h*D:(h+1)*D`` of ``Q``. Same numbers as
+    where ``Q_h`` is columns ``h*D:(h+1)*D`` of ``Q``. The four options of 2025 models (all off
+    by default) change head ``h`` into
+
+    .. math::
+
+        \\operatorname{head}_h = \\sigma(X_q W_G^{(h)}) \\odot \\sum_j
+            \\frac{e^{s_{ij}}}{e^{b_h} + \\sum_{j'} e^{s_{ij'}}}\\, v_j, \\qquad
+        s_{ij} = c \\tanh\\left(\\frac{\\hat q_i \\cdot \\hat k_j}{c \\sqrt{D}}\\right) + B_{ij}
+
+    with ``q^ = RMSNorm(q)`` (``qk_norm``), the cap ``c`` (``softcap``), the sink logit
+    ``b_h`` (``sink``) and the gate ``W_G`` (``gate``); an option that is off drops its part
+    (no ``e^{b_h}``, no ``tanh``, no gate, ``q^ = q``). Same numbers as
     ``torch.nn.MultiheadAttention(E, H, bias=bias, batch_first=True)`` given the same weights
     (see :func:`attnlib.convert.from_torch`), but returns per-head weights and uses boolean
     masks with ``True`` = may attend (a float mask is added to the scores, as PyTorch's).
@@ -198,12 +222,44 @@ class MultiHeadAttention(nn.Module):
             ``cache`` at the positions it gives (:meth:`attnlib.decoding.Cache.position_ids`).
             Stored as the object, in :attr:`positions`.
         rope_base: the wavelength scale of ``"rope"``; 10000 in the paper.
+        qk_norm: QK-norm (Henry et al., 2020; Dehghani et al., 2023; OLMo 2, Gemma 3,
+            Qwen3): an RMSNorm over ``D`` of every head's queries and keys, with a learned scale
+            per feature shared by the heads, ``q <- w_q * q / sqrt(mean_d q_d^2 + 1e-6)``
+            (:attr:`q_norm`), the same for ``k`` (:attr:`k_norm`). Each score is then at most
+            ``sqrt(D) max|w_q| max|w_k|``: the logits cannot grow unless the scales do. Applied
+            right after the projections, before the ``cache`` (it keeps normalised keys) and
+            before ``positions`` (RoPE rotates normalised vectors), as Qwen3 and Gemma 3 do.
+            Per head as Qwen3 and Gemma 3; OLMo 2 normalises the whole ``H*D`` projection
+            before the split, and Gemma 3 scales by ``1 + w`` (same family, other numbers).
+        softcap: logit soft-capping (Gemma 2, with ``c = 50``): each score
+            ``s = q . k / sqrt(D)`` becomes ``c tanh(s / c)``, in ``(-c, c)`` and close to ``s``
+            for ``|s| << c``, before the mask and the softmax; a float mask (and ALiBi's bias) is
+            added after the cap, as Gemma 2 adds its mask. ``None`` (the default): no cap.
+            ``F.scaled_dot_product_attention`` has no cap: the layer forms the weights
+            explicitly, with ``need_weights=False`` too.
+        sink: a learned sink logit ``b_h`` per head (gpt-oss; the attention sinks of Xiao et
+            al., 2024): each query's softmax runs over its keys and one more entry, ``b_h``,
+            which has no value, so a head's weights sum to less than 1 and a head can attend
+            to (almost) nothing. The same as one more key whose score is ``b_h`` (not capped)
+            and whose value is zero; a query whose keys are all masked gets the output 0.
+            :attr:`sink_logits` starts at 0: Miller's (2023) ``softmax_1``. The weights returned
+            are those of the real keys. Formed explicitly, as ``softcap``.
+        gate: an output gate (Qiu et al., 2025, "Gated Attention for Large Language Models";
+            Qwen3-Next): each head's output is multiplied element by element by
+            ``sigmoid(x W_G + b_G)``, ``x`` the query input, before ``out_proj``
+            (:attr:`gate_proj`).
 
     Attributes:
         q_proj: ``nn.Linear(E, H*D)``.
         k_proj: ``nn.Linear(kdim, G*D)``.
         v_proj: ``nn.Linear(vdim, G*D)``.
         out_proj: ``nn.Linear(H*D, E)``. With the defaults all four are ``(E, E)``.
+        q_norm, k_norm: ``nn.RMSNorm(D, eps=1e-6)`` with ``qk_norm``, else ``None``.
+        sink_logits: ``nn.Parameter`` of shape ``(H,)``, zeros at first, with ``sink``, else
+            ``None``.
+        gate_proj: ``nn.Linear(E, H*D)`` (with a bias if ``bias``) with ``gate``, else
+            ``None``.
+        qk_norm, softcap, sink, gate: the options, as given.
 
     Shape:
         - ``query``: ``(L, E)`` or ``(N, L, E)``; ``key``: ``(S, kdim)`` or ``(N, S, kdim)``;
@@ -228,8 +284,10 @@ class MultiHeadAttention(nn.Module):
             ``key``, ``value`` or ``mask``, a filled ``cache`` holds keys of other key/value heads,
             head size, batch size or device (it belongs to one layer and one batch), or
             ``positions`` is not one of ``None``, ``"rope"``, ``"alibi"``, a ``Rotary`` or an
-            ``ALiBi`` (``"rope"`` with an odd ``D``).
-        TypeError: if a size is not an ``int``, ``dropout`` not a number, ``query``, ``key`` or
+            ``ALiBi`` (``"rope"`` with an odd ``D``), or ``softcap`` is not ``None`` or a finite
+            number > 0.
+        TypeError: if a size is not an ``int``, ``dropout`` or ``softcap`` not a number,
+            ``qk_norm``, ``sink`` or ``gate`` not a ``bool``, ``query``, ``key`` or
             ``value`` is not a float tensor or its dtype is not the module's, ``mask`` is neither
             boolean nor floating point, or ``cache`` is not an
             :class:`attnlib.decoding.Cache` or holds keys of another dtype.
@@ -243,6 +301,14 @@ class MultiHeadAttention(nn.Module):
         >>> output, weights = mha(torch.randn(2, 5, 12), torch.randn(2, 7, 12))
         >>> output.shape, weights.shape
         (torch.Size([2, 5, 12]), torch.Size([2, 3, 5, 7]))
+        >>> mha = MultiHeadAttention(12, 3, qk_norm=True, softcap=50.0, sink=True, gate=True)
+        >>> mha
+        MultiHeadAttention(
+          embed_dim=12, num_heads=3, bias=False, qk_norm=True, softcap=50.0, sink=True, gate=True
+          ...
+        >>> _, weights = mha(torch.randn(5, 12))
+        >>> bool((weights.sum(-1) < 1).all())  # the sink takes the rest
+        True
     """
 
     def __init__(
@@ -258,9 +324,19 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads: int | None = None,
         positions: str | Rotary | ALiBi | None = None,
         rope_base: float = 10000.0,
+        qk_norm: bool = False,
+        softcap: float | None = None,
+        sink: bool = False,
+        gate: bool = False,
     ):
         super().__init__()
         _init_sizes(self, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout)
+        for name, flag in (("qk_norm", qk_norm), ("sink", sink), ("gate", gate)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool; got {type(flag).__name__} {flag!r}")
+        if softcap is not None:
+            softcap = check_real("softcap", softcap, "None or a number > 0", lambda c: c > 0)
+        self.qk_norm, self.softcap, self.sink, self.gate = qk_norm, softcap, sink, gate
         self.positions = _position_scheme(positions, rope_base=rope_base)
         if self.positions is not None:
             self.positions.check_head_dim(self.head_dim)
@@ -275,7 +351,13 @@ class MultiHeadAttention(nn.Module):
         self.q_proj = nn.Linear(embed_dim, inner, bias=bias)
         self.k_proj = nn.Linear(self.kdim, G * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(self.vdim, G * self.head_dim, bias=bias)
+        # The options' parts: registered only when on, so that a layer without them has the
+        # parameters, state_dict and repr it always had.
+        self.q_norm = nn.RMSNorm(self.head_dim, eps=1e-6) if qk_norm else None
+        self.k_norm = nn.RMSNorm(self.head_dim, eps=1e-6) if qk_norm else None
+        self.gate_proj = nn.Linear(embed_dim, inner, bias=bias) if gate else None
         self.out_proj = nn.Linear(inner, embed_dim, bias=bias)
+        self.sink_logits = nn.Parameter(torch.zeros(num_heads)) if sink else None  # (H,)
 
     def _split_heads(self, x: Tensor, heads: int) -> Tensor:
         N, T, _ = x.shape
@@ -316,6 +398,8 @@ class MultiHeadAttention(nn.Module):
         q = self._split_heads(self.q_proj(query), self.num_heads)  # (N, H, L, D)
         k = self._split_heads(self.k_proj(key), G)  # (N, G, S, D)
         v = self._split_heads(self.v_proj(value), G)  # (N, G, S, D)
+        if self.qk_norm:  # before the cache (it keeps normalised keys) and before RoPE
+            q, k = self.q_norm(q), self.k_norm(k)  # (N, H, L, D), (N, G, S, D): RMS 1 over D
         if cache is not None:
             k, v = cache.update(k, v)  # (N, G, S, D) each: kept and new, as the cache keeps them
             mask = cache.mask(L).view(1, 1, L, k.shape[2])  # (1, 1, L, S): causal (+ window)
@@ -325,11 +409,18 @@ class MultiHeadAttention(nn.Module):
             if bias is not None:
                 mask = _add_bias(bias, mask)  # (N or 1, H, L, S), float
         dropout_p = self.dropout if self.training else 0.0
-        heads, weights = _attend(
-            q, k, v, mask, dropout_p, need_weights, enable_gqa=G != self.num_heads
-        )  # (N, H, L, D), (N, H, L, S) or None
+        if self.softcap is None and not self.sink:
+            heads, weights = _attend(
+                q, k, v, mask, dropout_p, need_weights, enable_gqa=G != self.num_heads
+            )  # (N, H, L, D), (N, H, L, S) or None
+        else:  # F.sdpa has neither a cap nor a sink: the weights are formed explicitly
+            heads, weights = _attend_explicit(
+                q, k, v, mask, dropout_p, need_weights, self.softcap, self.sink_logits
+            )  # (N, H, L, D), (N, H, L, S) or None
         inner = self.num_heads * self.head_dim  # (not -1: an empty batch has no size to infer)
         heads = heads.transpose(1, 2).reshape(N, L, inner)  # (N, L, H, D) -> (N, L, H*D)
+        if self.gate:
+            heads = heads * torch.sigmoid(self.gate_proj(query))  # (N, L, H*D), per feature
         return self.out_proj(heads), weights  # (N, L, E), (N, H, L, S) or None
 
     def extra_repr(self) -> str:
@@ -464,6 +555,41 @@ class NaiveMultiHeadAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return _extra_repr(self)
+
+
+def _attend_explicit(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    dropout_p: float,
+    need_weights: bool,
+    softcap: float | None,
+    sink_logits: Tensor | None,
+) -> tuple[Tensor, Tensor | None]:
+    """Attention of projected heads with the weights formed explicitly, for a soft cap and a
+    sink (``F.scaled_dot_product_attention`` has neither): scores, ``c tanh(s / c)``, the
+    mask, the softmax over the keys and the sink, dropout, the weighted sum of the values.
+    ``k`` and ``v`` may hold ``G`` heads shared by the ``H`` heads of ``q``."""
+    H, D = q.shape[1], q.shape[3]
+    if k.shape[1] != H:  # query head h reads key/value head h // (H / G)
+        k = k.repeat_interleave(H // k.shape[1], dim=1)  # (N, H, S, D)
+        v = v.repeat_interleave(H // v.shape[1], dim=1)  # (N, H, S, D)
+    scores = (q * D**-0.5) @ k.transpose(-2, -1)  # (N, H, L, S), scaled before the product
+    if softcap is not None:
+        scores = softcap * torch.tanh(scores / softcap)  # in (-c, c)
+    scores = apply_mask(scores, mask)  # -inf where blocked; a float mask added after the cap
+    if sink_logits is None:
+        weights = _softmax(scores, dim=-1)  # (N, H, L, S)
+    else:  # one more entry per row, b_h, never masked, that has no value
+        N, _, L, S = scores.shape
+        sink = sink_logits.view(1, H, 1, 1).expand(N, H, L, 1)  # (N, H, L, 1)
+        weights = _softmax(torch.cat([scores, sink], dim=-1), dim=-1)  # (N, H, L, S + 1)
+        weights = weights[..., :S]  # (N, H, L, S): the real keys' weights, summing to < 1
+    if dropout_p > 0:
+        weights = F.dropout(weights, p=dropout_p)
+    output = weights @ v if mask is None else weighted_sum(weights, v)  # (N, H, L, D)
+    return output, (weights if need_weights else None)
 
 
 def _position_ids(cache: Cache | None, L: int, S: int, device) -> tuple[Tensor, Tensor]:
