@@ -1,0 +1,648 @@
+"""Linear attention and DeltaNet: causal attention whose memory is a state of fixed size.
+
+Softmax attention keeps every key and value of the text (a cache that grows with it). Replace
+``exp(q . k)`` by a product of features ``phi(q) . phi(k)`` (Katharopoulos et al., 2020) and
+the sum over the keys regroups into one matrix, the *state*
+``S_t = sum_{i <= t} phi(k_i)^T v_i`` of shape ``(D, D_v)``, whatever ``t`` is: a token costs
+the same at position 10 and at position 10 000. DeltaNet (Schlag et al., 2021; Yang et al.,
+2024) writes into the state with the *delta rule* instead of adding to it: the value the state
+gives for key ``k_t`` is moved towards ``v_t`` by a fraction ``beta_t``, so that a key written
+twice is overwritten, not summed. Gated DeltaNet (Yang et al., 2025; Qwen3-Next's linear
+layers) also lets the state decay by ``alpha_t`` at each token.
+
+Each is computed three ways, equal up to rounding:
+
+- **recurrent** (:func:`linear_attention_recurrent`, :func:`delta_rule_recurrent`): one token at
+  a time, the state updated at each. The definition, and how such a model decodes.
+- **parallel** (:func:`linear_attention`, :func:`delta_rule`): every token at once through a
+  causally masked ``(L, L)`` matrix, as softmax attention is computed: ``O(L^2)``.
+- **chunked** (:func:`linear_attention_chunked`, :func:`delta_rule_chunked`): chunks of ``C``
+  tokens, the parallel form inside a chunk and the state carried from chunk to chunk, as such
+  models are trained (flash-linear-attention): ``O(L C)`` work in matrix products.
+
+Shapes: ``query`` and ``key`` ``(..., L, D)``, ``value`` ``(..., L, D_v)``, with the same batch
+dimensions (usually ``(N, H)``); the attention is causal (token ``t`` sees ``i <= t``). States
+are stored as ``(..., D, D_v)``, keys by values, so that ``o_t = q_t S_t`` with row vectors:
+the transpose of the ``D_v x D`` state ``S_t`` of Yang et al., whose ``o_t = S_t q_t``
+(flash-linear-attention keeps the same ``(K, V)`` layout as here). Every function returns the
+output and the final state, and takes a ``state`` to start from (the state of the tokens
+before): the forms can hand a sequence on to one another.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from attnlib._checks import (
+    check_positive_int,
+    check_real,
+    check_same_kind,
+    check_tensor,
+    shape_str,
+)
+
+__all__ = [
+    "delta_rule",
+    "delta_rule_chunked",
+    "delta_rule_recurrent",
+    "elu_feature_map",
+    "linear_attention",
+    "linear_attention_chunked",
+    "linear_attention_recurrent",
+]
+
+FeatureMap = str | Callable[[Tensor], Tensor]
+LinearState = tuple[Tensor, Tensor]
+
+
+def elu_feature_map(x: Tensor) -> Tensor:
+    """The feature map of Katharopoulos et al. (2020): ``phi(x) = elu(x) + 1``, positive.
+
+    .. math::
+
+        \\phi(x) = \\begin{cases} x + 1 & x > 0 \\\\ e^x & x \\le 0 \\end{cases}
+
+    Positive features make every ``phi(q) . phi(k)`` positive, so the normalised output is a
+    weighted mean of the values, as softmax attention's is.
+
+    Args:
+        x: queries or keys, any shape, floating point.
+
+    Returns:
+        ``phi(x)``, same shape and dtype.
+
+    Shape:
+        ``x``: ``(*)``; output: ``(*)``.
+
+    Raises:
+        TypeError: if ``x`` is not a tensor (from ``F.elu``).
+
+    Example:
+        >>> elu_feature_map(torch.tensor([-1.0, 0.0, 2.0]))
+        tensor([0.3679, 1.0000, 3.0000])
+    """
+    return F.elu(x) + 1
+
+
+def _feature_map(feature_map) -> Callable[[Tensor], Tensor]:
+    """The function of ``feature_map=``: ``"elu"``, ``"identity"`` or a callable."""
+    if callable(feature_map):
+        return feature_map
+    if feature_map == "elu":
+        return elu_feature_map
+    if feature_map == "identity":
+        return lambda x: x
+    error = ValueError if isinstance(feature_map, str) else TypeError
+    raise error(
+        f"feature_map must be 'elu', 'identity' or a callable (a tensor's features); got "
+        f"{feature_map!r}"
+    )
+
+
+def _check_qkv(query, key, value) -> None:
+    """``query``, ``key`` ``(..., L, D)`` and ``value`` ``(..., L, D_v)`` of one sequence."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        check_tensor(name, t, (2, None))
+    check_same_kind(query=query, key=key, value=value)
+    if key.shape != query.shape:
+        raise ValueError(
+            f"key must have the shape of query {shape_str(query.shape)}, (..., L, D): causal "
+            f"attention of a sequence to itself; got {shape_str(key.shape)}"
+        )
+    if value.shape[:-1] != query.shape[:-1]:
+        want = ", ".join(str(s) for s in query.shape[:-1])
+        raise ValueError(
+            f"value must have shape (..., L, D_v) = ({want}, D_v), one row per token of query "
+            f"{shape_str(query.shape)}; got {shape_str(value.shape)}"
+        )
+
+
+def _check_per_token(name: str, x, query: Tensor) -> None:
+    """``x`` is a float tensor ``(..., L)``: one number per token (and head) of ``query``."""
+    check_tensor(name, x, (1, None))
+    check_same_kind(query=query, **{name: x})
+    if x.shape != query.shape[:-1]:
+        raise ValueError(
+            f"{name} must have shape (..., L) = {shape_str(query.shape[:-1])}, one number per "
+            f"token of query {shape_str(query.shape)}; got {shape_str(x.shape)}"
+        )
+
+
+def _check_state(name: str, state, shape: tuple[int, ...], query: Tensor) -> None:
+    """``state`` is a float tensor of ``shape``, of the dtype and device of ``query``."""
+    check_tensor(name, state, (len(shape),))
+    check_same_kind(query=query, **{name: state})
+    if state.shape != shape:
+        raise ValueError(
+            f"{name} must have shape {shape_str(shape)} (the batch dimensions of query, then D "
+            f"and D_v); got {shape_str(state.shape)}"
+        )
+
+
+def _check_chunk_size(chunk_size) -> int:
+    return check_positive_int("chunk_size", chunk_size)
+
+
+# ---- linear attention ------------------------------------------------------------------------
+
+
+def _linear_prepare(query, key, value, feature_map, normalize, eps, state):
+    """Check the arguments of the linear-attention forms; return ``phi(q)``, ``phi(k)``, the
+    state ``(S, z)`` to start from (zeros by default) and ``eps``."""
+    _check_qkv(query, key, value)
+    phi = _feature_map(feature_map)
+    if not isinstance(normalize, bool):
+        raise TypeError(f"normalize must be a bool; got {type(normalize).__name__}")
+    eps = check_real("eps", eps, "a number >= 0", lambda e: e >= 0)
+    fq, fk = phi(query), phi(key)
+    if not isinstance(fq, Tensor) or fq.shape[:-1] != query.shape[:-1] or fk.shape != fq.shape:
+        got = shape_str(fq.shape) if isinstance(fq, Tensor) else type(fq).__name__
+        raise ValueError(
+            f"feature_map must map (..., L, D) to (..., L, D') (features of each row); got "
+            f"{got} from query {shape_str(query.shape)}"
+        )
+    batch, Df, Dv = query.shape[:-2], fq.shape[-1], value.shape[-1]
+    if state is None:
+        return fq, fk, (fq.new_zeros(*batch, Df, Dv), fq.new_zeros(*batch, Df)), eps
+    if not isinstance(state, tuple) or len(state) != 2:
+        raise TypeError(
+            f"state must be a tuple (S, z) as a linear_attention form returns it; got "
+            f"{type(state).__name__}"
+        )
+    _check_state("state[0]", state[0], (*batch, Df, Dv), query)
+    _check_state("state[1]", state[1], (*batch, Df), query)
+    return fq, fk, state, eps
+
+
+def _linear_chunk(fq, fk, v, S, z, normalize, eps):
+    """Causal linear attention of one chunk (or a whole sequence) in the parallel form, from
+    the state ``(S, z)`` of the tokens before it; returns the output and the new state."""
+    A = (fq @ fk.transpose(-2, -1)).tril()  # (..., C, C): phi(q_t) . phi(k_i) for i <= t
+    num = fq @ S + A @ v  # (..., C, D_v): the tokens before the chunk, then those in it
+    out = num
+    if normalize:
+        den = (fq * z.unsqueeze(-2)).sum(-1, keepdim=True) + A.sum(-1, keepdim=True)  # (..., C, 1)
+        out = num / (den + eps)
+    S = S + fk.transpose(-2, -1) @ v  # (..., D', D_v)
+    z = z + fk.sum(-2)  # (..., D')
+    return out, S, z
+
+
+def linear_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    feature_map: FeatureMap = "elu",
+    normalize: bool = True,
+    eps: float = 1e-6,
+    state: LinearState | None = None,
+) -> tuple[Tensor, LinearState]:
+    """Causal linear attention (Katharopoulos et al., 2020), parallel form: one ``(L, L)``
+    matrix of feature products, masked causally.
+
+    .. math::
+
+        o_t = \\frac{\\sum_{i \\le t} (\\phi(q_t) \\cdot \\phi(k_i))\\, v_i}
+                   {\\sum_{i \\le t} \\phi(q_t) \\cdot \\phi(k_i) + \\varepsilon}
+            = \\frac{\\phi(q_t) S_t}{\\phi(q_t) \\cdot z_t + \\varepsilon},
+        \\qquad S_t = \\sum_{i \\le t} \\phi(k_i)^\\top v_i,\\;
+        z_t = \\sum_{i \\le t} \\phi(k_i)
+
+    Softmax attention with ``exp(q . k / sqrt(D))`` replaced by ``phi(q) . phi(k)``; the
+    middle form computes the matrix ``A = tril(phi(Q) phi(K)^T)`` and ``A V / rowsum(A)``, as
+    attention does (``O(L^2)``); the right-hand form is :func:`linear_attention_recurrent`'s.
+    There is no ``1 / sqrt(D)``: the features carry the scale.
+
+    Args:
+        query, key: ``Q``, ``K``, one row per token.
+        value: ``V``, one row per token; its size ``D_v`` may differ from ``D``.
+        feature_map: ``phi``: ``"elu"`` (the paper's ``elu(x) + 1``, :func:`elu_feature_map`),
+            ``"identity"`` (``phi(x) = x``; use it with ``normalize=False``, as the
+            denominator may then be near 0 or negative), or a callable mapping
+            ``(..., L, D)`` to ``(..., L, D')``.
+        normalize: divide by ``phi(q_t) . z_t + eps`` (the paper); ``False`` gives the
+            numerator alone (unnormalised linear attention, as RetNet and DeltaNet use).
+        eps: added to the denominator (the paper's code: ``1e-6``).
+        state: ``(S, z)`` of the tokens before, as a form returns it; default zeros.
+
+    Returns:
+        ``(output, (S, z))``: the output, and the state after the last token.
+
+    Shape:
+        ``query``, ``key``: ``(..., L, D)``; ``value``: ``(..., L, D_v)``; output:
+        ``(..., L, D_v)``; ``S``: ``(..., D', D_v)``; ``z``: ``(..., D')`` (``D' = D`` for the
+        named feature maps).
+
+    Raises:
+        TypeError: if ``query``, ``key`` or ``value`` is not a float tensor, they differ in
+            dtype, ``feature_map`` is neither a string nor callable, ``normalize`` is not a
+            ``bool``, ``eps`` not a number or ``state`` not a tuple of two tensors.
+        ValueError: if ``key`` has not the shape of ``query``, ``value`` has not one row per
+            token, they lie on different devices, ``feature_map`` is another string or
+            changes the rows, ``eps`` is negative or ``state`` has the wrong shape.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> q, k, v = torch.randn(3, 2, 4, 5, 6).unbind(0)  # (N, H, L, D) = (2, 4, 5, 6) each
+        >>> out, (S, z) = linear_attention(q, k, v)
+        >>> out.shape, S.shape, z.shape
+        (torch.Size([2, 4, 5, 6]), torch.Size([2, 4, 6, 6]), torch.Size([2, 4, 6]))
+        >>> slow, _ = linear_attention_recurrent(q, k, v)
+        >>> torch.allclose(out, slow, atol=1e-6)
+        True
+    """
+    fq, fk, (S, z), eps = _linear_prepare(query, key, value, feature_map, normalize, eps, state)
+    out, S, z = _linear_chunk(fq, fk, value, S, z, normalize, eps)
+    return out, (S, z)
+
+
+def linear_attention_recurrent(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    feature_map: FeatureMap = "elu",
+    normalize: bool = True,
+    eps: float = 1e-6,
+    state: LinearState | None = None,
+) -> tuple[Tensor, LinearState]:
+    """Causal linear attention, recurrent form: one token at a time, a state of fixed size.
+
+    .. math::
+
+        S_t = S_{t-1} + \\phi(k_t)^\\top v_t, \\qquad z_t = z_{t-1} + \\phi(k_t), \\qquad
+        o_t = \\frac{\\phi(q_t) S_t}{\\phi(q_t) \\cdot z_t + \\varepsilon}
+
+    The same numbers as :func:`linear_attention` (up to rounding), computed as a recurrent
+    network would: the memory is ``S`` ``(D', D_v)`` and ``z`` ``(D',)``, however long the
+    text. This is how a linear-attention model decodes.
+
+    Args:
+        query, key, value, feature_map, normalize, eps, state: as :func:`linear_attention`.
+
+    Returns:
+        ``(output, (S, z))``: the output, and the state after the last token.
+
+    Shape:
+        As :func:`linear_attention`.
+
+    Raises:
+        TypeError: as :func:`linear_attention`.
+        ValueError: as :func:`linear_attention`.
+
+    Example:
+        >>> q = k = torch.ones(1, 3, 1)  # phi(1) = 2: every key weighs the same
+        >>> v = torch.tensor([[[3.0], [0.0], [6.0]]])
+        >>> out, (S, z) = linear_attention_recurrent(q, k, v, eps=0.0)
+        >>> out.flatten().tolist(), S.item(), z.item()  # running means; S = 2 * (3 + 0 + 6)
+        ([3.0, 1.5, 3.0], 18.0, 6.0)
+    """
+    fq, fk, (S, z), eps = _linear_prepare(query, key, value, feature_map, normalize, eps, state)
+    outs = []
+    for t in range(query.shape[-2]):
+        S = S + fk[..., t, :, None] * value[..., t, None, :]  # (..., D', D_v): phi(k_t)^T v_t
+        z = z + fk[..., t, :]  # (..., D')
+        q_t = fq[..., t, :]  # (..., D')
+        o = (q_t.unsqueeze(-2) @ S).squeeze(-2)  # (..., D_v)
+        if normalize:
+            o = o / ((q_t * z).sum(-1, keepdim=True) + eps)
+        outs.append(o)
+    out = torch.stack(outs, dim=-2) if outs else value.new_zeros(value.shape)  # (..., L, D_v)
+    return out, (S, z)
+
+
+def linear_attention_chunked(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    chunk_size: int = 64,
+    feature_map: FeatureMap = "elu",
+    normalize: bool = True,
+    eps: float = 1e-6,
+    state: LinearState | None = None,
+) -> tuple[Tensor, LinearState]:
+    """Causal linear attention, chunked form: the parallel form inside chunks of ``C`` tokens,
+    the state from one chunk to the next.
+
+    For the chunk of tokens ``c`` (rows ``Q_c``, ``K_c``, ``V_c``) and the state ``S, z`` of
+    every token before it:
+
+    .. math::
+
+        O_c = \\frac{\\phi(Q_c) S + \\operatorname{tril}(\\phi(Q_c) \\phi(K_c)^\\top) V_c}
+                   {\\phi(Q_c) z + \\operatorname{rowsum}
+                    (\\operatorname{tril}(\\phi(Q_c) \\phi(K_c)^\\top)) + \\varepsilon},
+        \\qquad S \\leftarrow S + \\phi(K_c)^\\top V_c, \\quad
+        z \\leftarrow z + \\textstyle\\sum_i \\phi(k_i)
+
+    Only ``(C, C)`` matrices are formed: ``O(L C)`` work in matrix products rather than the
+    parallel form's ``O(L^2)`` or the recurrent form's ``L`` small steps. ``C = 1`` is the
+    recurrent form; ``C >= L`` is the parallel form. ``L`` need not be a multiple of ``C``.
+
+    Args:
+        query, key, value, feature_map, normalize, eps, state: as :func:`linear_attention`.
+        chunk_size: ``C``, tokens per chunk, ``>= 1``.
+
+    Returns:
+        ``(output, (S, z))``: the output, and the state after the last token.
+
+    Shape:
+        As :func:`linear_attention`.
+
+    Raises:
+        TypeError: as :func:`linear_attention`, or if ``chunk_size`` is not an ``int``.
+        ValueError: as :func:`linear_attention`, or if ``chunk_size`` is below 1.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> q, k, v = torch.randn(3, 2, 10, 4).unbind(0)
+        >>> out, _ = linear_attention_chunked(q, k, v, chunk_size=3)  # chunks 3, 3, 3, 1
+        >>> torch.allclose(out, linear_attention(q, k, v)[0], atol=1e-6)
+        True
+    """
+    C = _check_chunk_size(chunk_size)
+    fq, fk, (S, z), eps = _linear_prepare(query, key, value, feature_map, normalize, eps, state)
+    outs = []
+    for start in range(0, query.shape[-2], C):
+        chunk = slice(start, start + C)
+        o, S, z = _linear_chunk(
+            fq[..., chunk, :], fk[..., chunk, :], value[..., chunk, :], S, z, normalize, eps
+        )  # (..., C, D_v)
+        outs.append(o)
+    out = torch.cat(outs, dim=-2) if outs else value.new_zeros(value.shape)  # (..., L, D_v)
+    return out, (S, z)
+
+
+# ---- DeltaNet: the delta rule ----------------------------------------------------------------
+
+
+def _delta_prepare(query, key, value, beta, decay, state):
+    """Check the arguments of the delta-rule forms; return the L2-normalised keys, the
+    log-decays (``None`` without ``decay``) and the state to start from (zeros by default)."""
+    _check_qkv(query, key, value)
+    _check_per_token("beta", beta, query)
+    if decay is not None:
+        _check_per_token("decay", decay, query)
+    shape = (*query.shape[:-2], query.shape[-1], value.shape[-1])  # (..., D, D_v)
+    if state is None:
+        state = query.new_zeros(shape)
+    else:
+        _check_state("state", state, shape, query)
+    log_decay = None if decay is None else torch.log(decay)  # (..., L), <= 0
+    return F.normalize(key, dim=-1), log_decay, state
+
+
+def _cumulative(log_decay: Tensor | None, like: Tensor) -> Tensor:
+    """``g_t = log(alpha_1 ... alpha_t)`` ``(..., C)`` within a chunk; zeros without decay."""
+    if log_decay is None:
+        return like.new_zeros(like.shape[:-1])
+    return log_decay.cumsum(-1)
+
+
+def _decay_matrix(g: Tensor) -> Tensor:
+    """``Gamma_ti = alpha_{i+1} ... alpha_t = exp(g_t - g_i)`` for ``i <= t``, 0 above the
+    diagonal: ``(..., C, C)``, every exponent <= 0 (nothing overflows)."""
+    C = g.shape[-1]
+    causal = torch.ones(C, C, dtype=torch.bool, device=g.device).tril()  # (C, C)
+    diff = g.unsqueeze(-1) - g.unsqueeze(-2)  # (..., C, C): g_t - g_i
+    return torch.exp(diff.masked_fill(~causal, -math.inf))
+
+
+def delta_rule_recurrent(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    beta: Tensor,
+    *,
+    decay: Tensor | None = None,
+    state: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """DeltaNet's delta rule (Schlag et al., 2021), recurrent form: the definition, one token
+    at a time.
+
+    With the state ``S`` stored keys by values, ``(D, D_v)``, and row vectors:
+
+    .. math::
+
+        S_t = \\alpha_t (I - \\beta_t k_t^\\top k_t) S_{t-1} + \\beta_t k_t^\\top v_t
+            = \\alpha_t S_{t-1} + \\beta_t k_t^\\top (v_t - k_t\\, \\alpha_t S_{t-1}),
+        \\qquad o_t = q_t S_t
+
+    ``k_t S`` is the value the state gives for the key ``k_t``; the rule moves it towards
+    ``v_t`` by the fraction ``beta_t`` (``beta_t = 1``: ``k_t`` now gives exactly ``v_t``).
+    Linear attention adds ``k_t^T v_t`` whatever is stored; the delta rule writes only the
+    difference. In Yang et al.'s (2024) column convention, ``S_t^T = S_{t-1}^T (I - beta_t
+    k_t k_t^T) + beta_t v_t k_t^T`` and ``o_t = S_t^T q_t``: the same numbers.
+
+    The keys are L2-normalised here (``|k_t| = 1``: ``I - beta_t k_t^T k_t`` then shrinks the
+    state along ``k_t`` and leaves the rest alone); the queries are used as given (DeltaNet also
+    normalises them; do it before the call). ``alpha_t`` (``decay``) is Gated DeltaNet's
+    (Yang et al., 2025): the whole state fades by ``alpha_t`` before the write; without it
+    ``alpha_t = 1``.
+
+    Args:
+        query, key: ``(..., L, D)``; value: ``(..., L, D_v)``.
+        beta: ``beta_t``, the writing strength of each token (and head), in ``(0, 1)`` (a
+            sigmoid of a projection of the token; not checked: checks read no values).
+        decay: ``alpha_t`` in ``(0, 1]``, per token (and head), or ``None`` (no decay).
+        state: ``S_0``, the state of the tokens before, ``(..., D, D_v)``; default zeros.
+
+    Returns:
+        ``(output, state)``: the output and ``S_L``, the state after the last token.
+
+    Shape:
+        ``query``, ``key``: ``(..., L, D)``; ``value``: ``(..., L, D_v)``; ``beta``,
+        ``decay``: ``(..., L)``; ``state``: ``(..., D, D_v)``; output: ``(..., L, D_v)``.
+
+    Raises:
+        TypeError: if ``query``, ``key``, ``value``, ``beta``, ``decay`` or ``state`` is not a
+            float tensor, or they differ in dtype.
+        ValueError: if ``key`` has not the shape of ``query``, ``value`` has not one row per
+            token, ``beta`` or ``decay`` not one number per token, ``state`` has the wrong
+            shape, or they lie on different devices.
+
+    Example:
+        >>> q = torch.ones(1, 2, 1)
+        >>> k = torch.tensor([[[2.0], [3.0]]])  # normalised: both keys are 1
+        >>> v = torch.tensor([[[4.0], [-2.0]]])
+        >>> out, S = delta_rule_recurrent(q, k, v, torch.tensor([[0.5, 0.25]]))
+        >>> out.flatten().tolist(), S.item()  # S = 0.5 * 4 = 2, then 2 + 0.25 * (-2 - 2) = 1
+        ([2.0, 1.0], 1.0)
+    """
+    k, _, S = _delta_prepare(query, key, value, beta, decay, state)
+    outs = []
+    for t in range(query.shape[-2]):
+        if decay is not None:
+            S = decay[..., t, None, None] * S  # (..., D, D_v): alpha_t S_{t-1}
+        k_t = k[..., t, :]  # (..., D)
+        stored = (k_t.unsqueeze(-2) @ S).squeeze(-2)  # (..., D_v): the value S gives for k_t
+        delta = beta[..., t, None] * (value[..., t, :] - stored)  # (..., D_v)
+        S = S + k_t.unsqueeze(-1) * delta.unsqueeze(-2)  # (..., D, D_v): k_t^T delta
+        outs.append((query[..., t, None, :] @ S).squeeze(-2))  # (..., D_v): q_t S_t
+    out = torch.stack(outs, dim=-2) if outs else value.new_zeros(value.shape)  # (..., L, D_v)
+    return out, S
+
+
+def delta_rule(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    beta: Tensor,
+    *,
+    decay: Tensor | None = None,
+    state: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """DeltaNet's delta rule, parallel form (Yang et al., 2024): one unit lower triangular
+    system for the whole sequence.
+
+    Unrolled, :func:`delta_rule_recurrent` writes ``S_t = gamma_t S_0 + sum_{i <= t}
+    (gamma_t / gamma_i) k_i^T u_i`` with ``gamma_t = alpha_1 ... alpha_t`` and *pseudo-values*
+    ``u_t = beta_t (v_t - k_t alpha_t S_{t-1})``, each depending on the earlier ones. Stacked
+    as rows of ``U``, they solve
+
+    .. math::
+
+        \\begin{aligned}
+        (I + \\operatorname{tril}(\\operatorname{diag}(\\beta) (K K^\\top \\odot \\Gamma), -1))
+            \\, U &= \\operatorname{diag}(\\beta) (V - \\operatorname{diag}(\\gamma) K S_0), \\\\
+        O &= \\operatorname{diag}(\\gamma) Q S_0 + (Q K^\\top \\odot \\Gamma) U, \\qquad
+        S_L = \\gamma_L S_0 + K^\\top \\operatorname{diag}(\\gamma_L / \\gamma) U
+        \\end{aligned}
+
+    with ``Gamma_ti = gamma_t / gamma_i`` for ``i <= t`` and 0 above the diagonal (all ones
+    below it without ``decay``). The matrix on the left is unit lower triangular: one
+    ``torch.linalg.solve_triangular`` replaces the ``L`` sequential steps; its inverse is the
+    ``T`` of the WY (UT) representation (:func:`delta_rule_chunked`). ``O(L^2)`` memory, as
+    attention.
+
+    Args:
+        query, key, value, beta, decay, state: as :func:`delta_rule_recurrent` (the keys are
+            L2-normalised here too).
+
+    Returns:
+        ``(output, state)``: the output and ``S_L``, the state after the last token.
+
+    Shape:
+        As :func:`delta_rule_recurrent`.
+
+    Raises:
+        TypeError: as :func:`delta_rule_recurrent`.
+        ValueError: as :func:`delta_rule_recurrent`.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> q, k, v = torch.randn(3, 2, 4, 7, 5).unbind(0)  # (N, H, L, D) = (2, 4, 7, 5)
+        >>> beta = torch.rand(2, 4, 7)
+        >>> out, S = delta_rule(q, k, v, beta)
+        >>> out.shape, S.shape
+        (torch.Size([2, 4, 7, 5]), torch.Size([2, 4, 5, 5]))
+        >>> torch.allclose(out, delta_rule_recurrent(q, k, v, beta)[0], atol=1e-5)
+        True
+    """
+    k, log_decay, S = _delta_prepare(query, key, value, beta, decay, state)
+    g = _cumulative(log_decay, query)  # (..., L): log gamma_t
+    Gamma = _decay_matrix(g)  # (..., L, L), lower triangular
+    gamma = torch.exp(g).unsqueeze(-1)  # (..., L, 1)
+    A = (beta.unsqueeze(-1) * (k @ k.transpose(-2, -1)) * Gamma).tril(-1)  # (..., L, L)
+    A = A + torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)  # unit lower triangular
+    rhs = beta.unsqueeze(-1) * (value - gamma * (k @ S))  # (..., L, D_v)
+    U = torch.linalg.solve_triangular(A, rhs, upper=False, unitriangular=True)  # (..., L, D_v)
+    out = gamma * (query @ S) + ((query @ k.transpose(-2, -1)) * Gamma) @ U  # (..., L, D_v)
+    return out, _carry(S, k, U, g)
+
+
+def _carry(S: Tensor, k: Tensor, U: Tensor, g: Tensor) -> Tensor:
+    """The state after a chunk: ``gamma_C S + K^T diag(gamma_C / gamma) U``."""
+    if g.shape[-1] == 0:  # an empty chunk leaves the state as it was
+        return S
+    last = g[..., -1:]  # (..., 1): log gamma_C
+    fade = torch.exp(last - g).unsqueeze(-1)  # (..., C, 1): gamma_C / gamma_i, <= 1
+    return torch.exp(last).unsqueeze(-1) * S + k.transpose(-2, -1) @ (fade * U)  # (..., D, D_v)
+
+
+def delta_rule_chunked(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    beta: Tensor,
+    *,
+    chunk_size: int = 64,
+    decay: Tensor | None = None,
+    state: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """DeltaNet's delta rule, chunked form: the WY (UT) representation inside chunks of ``C``
+    tokens, the state between chunks (Yang et al., 2024).
+
+    For a chunk with rows ``Q, K, V`` (keys normalised), ``beta``, the decays ``Gamma`` and
+    ``gamma`` counted from the chunk's start (as :func:`delta_rule`), and the state ``S`` of
+    every token before it:
+
+    .. math::
+
+        \\begin{aligned}
+        T &= (I + \\operatorname{tril}(\\operatorname{diag}(\\beta)
+            (K K^\\top \\odot \\Gamma), -1))^{-1}, \\qquad
+        W = T \\operatorname{diag}(\\beta \\gamma) K, \\qquad
+        U = T \\operatorname{diag}(\\beta) V, \\\\
+        O &= \\operatorname{diag}(\\gamma) Q S + (Q K^\\top \\odot \\Gamma)(U - W S), \\qquad
+        S \\leftarrow \\gamma_C S + K^\\top \\operatorname{diag}(\\gamma_C / \\gamma)(U - W S)
+        \\end{aligned}
+
+    ``T`` (``C x C``), ``W`` and ``U`` depend on the chunk alone, not on the state: a trainer
+    computes them for every chunk at once, and only the cheap ``U - W S`` and the state pass
+    from chunk to chunk. ``W`` and ``U`` are the WY representation of the chunk's product of
+    ``alpha_t (I - beta_t k_t^T k_t)`` and of its writes. ``C = 1`` is the recurrent form;
+    ``C >= L`` is the parallel form, solved by inverting ``T`` instead. ``L`` need not be a
+    multiple of ``C``.
+
+    Args:
+        query, key, value, beta, decay, state: as :func:`delta_rule_recurrent`.
+        chunk_size: ``C``, tokens per chunk, ``>= 1``.
+
+    Returns:
+        ``(output, state)``: the output and ``S_L``, the state after the last token.
+
+    Shape:
+        As :func:`delta_rule_recurrent`.
+
+    Raises:
+        TypeError: as :func:`delta_rule_recurrent`, or if ``chunk_size`` is not an ``int``.
+        ValueError: as :func:`delta_rule_recurrent`, or if ``chunk_size`` is below 1.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> q, k, v = torch.randn(3, 10, 4).unbind(0)
+        >>> beta, decay = torch.rand(10), torch.rand(10) * 0.5 + 0.5
+        >>> out, S = delta_rule_chunked(q, k, v, beta, decay=decay, chunk_size=4)
+        >>> slow, S_slow = delta_rule_recurrent(q, k, v, beta, decay=decay)
+        >>> torch.allclose(out, slow, atol=1e-5), torch.allclose(S, S_slow, atol=1e-5)
+        (True, True)
+    """
+    C = _check_chunk_size(chunk_size)
+    k, log_decay, S = _delta_prepare(query, key, value, beta, decay, state)
+    outs = []
+    for start in range(0, query.shape[-2], C):
+        chunk = slice(start, start + C)
+        q_c, k_c, v_c = query[..., chunk, :], k[..., chunk, :], value[..., chunk, :]
+        b_c = beta[..., chunk]  # (..., C)
+        g = _cumulative(None if log_decay is None else log_decay[..., chunk], q_c)  # (..., C)
+        Gamma = _decay_matrix(g)  # (..., C, C)
+        gamma = torch.exp(g).unsqueeze(-1)  # (..., C, 1)
+        n = q_c.shape[-2]
+        eye = torch.eye(n, dtype=q_c.dtype, device=q_c.device)
+        A = eye + (b_c.unsqueeze(-1) * (k_c @ k_c.transpose(-2, -1)) * Gamma).tril(-1)
+        T = torch.linalg.solve_triangular(A, eye.expand_as(A), upper=False, unitriangular=True)
+        W = T @ (b_c.unsqueeze(-1) * gamma * k_c)  # (..., C, D)
+        U = T @ (b_c.unsqueeze(-1) * v_c)  # (..., C, D_v)
+        U = U - W @ S  # (..., C, D_v): the pseudo-values given the state carried in
+        outs.append(gamma * (q_c @ S) + ((q_c @ k_c.transpose(-2, -1)) * Gamma) @ U)
+        S = _carry(S, k_c, U, g)  # (..., D, D_v)
+    out = torch.cat(outs, dim=-2) if outs else value.new_zeros(value.shape)  # (..., L, D_v)
+    return out, S
