@@ -135,7 +135,7 @@ def _check_per_token(name: str, x, query: Tensor) -> None:
 
 def _check_state(name: str, state, shape: tuple[int, ...], query: Tensor) -> None:
     """``state`` is a float tensor of ``shape``, of the dtype and device of ``query``."""
-    check_tensor(name, state, (len(shape),))
+    check_tensor(name, state, (1, None))
     check_same_kind(query=query, **{name: state})
     if state.shape != shape:
         raise ValueError(
