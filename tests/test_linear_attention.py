@@ -1,0 +1,327 @@
+"""attnlib.linear_attention: linear attention and DeltaNet, three forms each.
+
+Oracles: the recurrent forms, which are the definitions (one token at a time); for linear
+attention also the double sum over tokens written out, and the state ``phi(K)^T V``; for the
+delta rule a case of two tokens and one dimension computed by hand, and keys written twice
+(the delta rule overwrites, linear attention adds). Sizes all differ (N=2, H=3, L=11, D=4,
+D_v=5; chunks of 1, 3, 4, 11 and 16 tokens: 11 is no multiple of 3 or 4, 16 > L).
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from attnlib.linear_attention import (
+    delta_rule,
+    delta_rule_chunked,
+    delta_rule_recurrent,
+    elu_feature_map,
+    linear_attention,
+    linear_attention_chunked,
+    linear_attention_recurrent,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+N, H, L, D, DV = 2, 3, 11, 4, 5
+CHUNKS = [1, 3, 4, 11, 16]
+TIGHT = dict(rtol=1e-12, atol=1e-12)  # float64: the forms differ by rounding only
+
+
+def tol(dtype):
+    return TIGHT if dtype == torch.float64 else {}  # float32: assert_close's defaults
+
+
+def inputs(dtype=torch.float64, seed=0, L=L, decay=False):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(N, H, L, D, generator=g, dtype=dtype)
+    k = torch.randn(N, H, L, D, generator=g, dtype=dtype)
+    v = torch.randn(N, H, L, DV, generator=g, dtype=dtype)
+    beta = torch.rand(N, H, L, generator=g, dtype=dtype)  # in (0, 1)
+    alpha = 0.5 + 0.5 * torch.rand(N, H, L, generator=g, dtype=dtype) if decay else None
+    return q, k, v, beta, alpha
+
+
+def doubled(x):
+    """A feature map that changes the size: D' = 2 D."""
+    return torch.cat([F.elu(x) + 1, x.square()], dim=-1)
+
+
+# ---- linear attention ------------------------------------------------------------------------
+
+LINEAR_SETTINGS = [
+    ("elu", True),
+    ("elu", False),
+    ("identity", False),
+    (doubled, True),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize(
+    "feature_map,normalize", LINEAR_SETTINGS, ids=lambda x: getattr(x, "__name__", str(x))
+)
+def test_linear_attention_three_forms_agree(dtype, feature_map, normalize):
+    q, k, v, _, _ = inputs(dtype)
+    kw = dict(feature_map=feature_map, normalize=normalize)
+    out, (S, z) = linear_attention_recurrent(q, k, v, **kw)
+    Df = 2 * D if feature_map is doubled else D
+    assert out.shape == (N, H, L, DV) and S.shape == (N, H, Df, DV) and z.shape == (N, H, Df)
+    par, (S_par, z_par) = linear_attention(q, k, v, **kw)
+    torch.testing.assert_close(par, out, **tol(dtype))
+    torch.testing.assert_close(S_par, S, **tol(dtype))
+    torch.testing.assert_close(z_par, z, **tol(dtype))
+    for C in CHUNKS:
+        chunked, (S_c, z_c) = linear_attention_chunked(q, k, v, chunk_size=C, **kw)
+        torch.testing.assert_close(chunked, out, **tol(dtype))
+        torch.testing.assert_close(S_c, S, **tol(dtype))  # the final states agree too
+        torch.testing.assert_close(z_c, z, **tol(dtype))
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_linear_attention_equals_its_double_sum(normalize):
+    q, k, v, _, _ = inputs(L=6)
+    fq, fk = elu_feature_map(q), elu_feature_map(k)
+    expected = torch.zeros(N, H, 6, DV, dtype=torch.float64)
+    for t in range(6):
+        a = [(fq[..., t, :] * fk[..., i, :]).sum(-1, keepdim=True) for i in range(t + 1)]
+        num, den = sum(a_i * v[..., i, :] for i, a_i in enumerate(a)), sum(a)
+        expected[..., t, :] = num / (den + 1e-6) if normalize else num
+    out, (S, z) = linear_attention(q, k, v, normalize=normalize)
+    torch.testing.assert_close(out, expected, **TIGHT)
+    torch.testing.assert_close(S, fk.transpose(-2, -1) @ v, **TIGHT)  # phi(K)^T V
+    torch.testing.assert_close(z, fk.sum(-2), **TIGHT)
+
+
+def test_linear_attention_by_hand():
+    """q = k = 1 (phi = 2: every key weighs the same): running means of the values."""
+    q = k = torch.ones(1, 3, 1, dtype=torch.float64)
+    v = torch.tensor([[[3.0], [0.0], [6.0]]], dtype=torch.float64)
+    for form in (linear_attention, linear_attention_recurrent, linear_attention_chunked):
+        out, (S, z) = form(q, k, v, eps=0.0)
+        assert out.flatten().tolist() == [3.0, 1.5, 3.0] and (S.item(), z.item()) == (18.0, 6.0)
+        out, _ = form(q, k, v, normalize=False, feature_map="identity")
+        assert out.flatten().tolist() == [3.0, 3.0, 9.0]  # running sums
+
+
+@pytest.mark.parametrize("split", [0, 4, 7, L])
+def test_linear_attention_hands_its_state_on(split):
+    q, k, v, _, _ = inputs()
+    full, (S, z) = linear_attention(q, k, v)
+    head = [t[..., :split, :] for t in (q, k, v)]
+    rest = [t[..., split:, :] for t in (q, k, v)]
+    first, state = linear_attention_chunked(*head, chunk_size=3)
+    for form in (linear_attention, linear_attention_recurrent, linear_attention_chunked):
+        second, (S2, z2) = form(*rest, state=state)
+        torch.testing.assert_close(torch.cat([first, second], dim=-2), full, **TIGHT)
+        torch.testing.assert_close(S2, S, **TIGHT)
+        torch.testing.assert_close(z2, z, **TIGHT)
+
+
+# ---- DeltaNet --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize("decay", [False, True], ids=["delta", "gated"])
+def test_delta_rule_three_forms_agree(dtype, decay):
+    q, k, v, beta, alpha = inputs(dtype, decay=decay)
+    out, S = delta_rule_recurrent(q, k, v, beta, decay=alpha)
+    assert out.shape == (N, H, L, DV) and S.shape == (N, H, D, DV) and S.dtype == dtype
+    par, S_par = delta_rule(q, k, v, beta, decay=alpha)
+    torch.testing.assert_close(par, out, **tol(dtype))
+    torch.testing.assert_close(S_par, S, **tol(dtype))
+    for C in CHUNKS:
+        chunked, S_c = delta_rule_chunked(q, k, v, beta, decay=alpha, chunk_size=C)
+        torch.testing.assert_close(chunked, out, **tol(dtype))
+        torch.testing.assert_close(S_c, S, **tol(dtype))  # the final states agree too
+
+
+@given(
+    st.integers(0, 2**31 - 1),
+    st.integers(1, 2),  # N
+    st.integers(1, 3),  # H
+    st.integers(0, 12),  # L
+    st.integers(1, 5),  # D
+    st.integers(1, 5),  # D_v
+    st.integers(1, 13),  # chunk size
+    st.booleans(),  # decay
+)
+def test_property_delta_rule_forms_agree(seed, n, h, length, d, dv, chunk, gated):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(n, h, length, d, generator=g, dtype=torch.float64)
+    k = torch.randn(n, h, length, d, generator=g, dtype=torch.float64)
+    v = torch.randn(n, h, length, dv, generator=g, dtype=torch.float64)
+    beta = torch.rand(n, h, length, generator=g, dtype=torch.float64)
+    alpha = torch.rand(n, h, length, generator=g, dtype=torch.float64) * 0.9 + 0.1
+    alpha = alpha if gated else None
+    out, S = delta_rule_recurrent(q, k, v, beta, decay=alpha)
+    par, S_par = delta_rule(q, k, v, beta, decay=alpha)
+    torch.testing.assert_close(par, out, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(S_par, S, rtol=1e-10, atol=1e-10)
+    chunked, S_c = delta_rule_chunked(q, k, v, beta, decay=alpha, chunk_size=chunk)
+    torch.testing.assert_close(chunked, out, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(S_c, S, rtol=1e-10, atol=1e-10)
+
+
+DELTA_FORMS = [delta_rule, delta_rule_recurrent, delta_rule_chunked]
+
+
+@pytest.mark.parametrize(
+    "k2,alpha,S2",
+    [
+        (3.0, None, 1.0),  # S_2 = 2 + 0.25 (-2 - 2) = 1
+        (-0.5, None, 2.0),  # key -1: the state already gives -2 for it, nothing is written
+        (3.0, (0.5, 0.8), 0.7),  # S_2 = 0.8 * 2 + 0.25 (-2 - 0.8 * 2) = 0.7
+    ],
+)
+@pytest.mark.parametrize("form", DELTA_FORMS)
+def test_delta_rule_by_hand_two_tokens_one_dimension(k2, alpha, S2, form):
+    """L = 2, D = D_v = 1: the keys normalise to +-1; S_1 = 0.5 (4 - 0) = 2, o_1 = 2 S_1."""
+    f64 = dict(dtype=torch.float64)
+    q = torch.tensor([[[2.0], [-1.0]]], **f64)
+    k = torch.tensor([[[3.0], [k2]]], **f64)
+    v = torch.tensor([[[4.0], [-2.0]]], **f64)
+    beta = torch.tensor([[0.5, 0.25]], **f64)
+    decay = None if alpha is None else torch.tensor([alpha], **f64)
+    out, S = form(q, k, v, beta, decay=decay)
+    torch.testing.assert_close(out, torch.tensor([[[4.0], [-S2]]], **f64), **TIGHT)
+    torch.testing.assert_close(S, torch.tensor([[[S2]]], **f64), **TIGHT)
+
+
+def test_the_delta_rule_overwrites_where_linear_attention_adds():
+    """Orthonormal keys, beta = 1: a key gives back the value written last with it."""
+    f64 = dict(dtype=torch.float64)
+    keys = torch.eye(D, **f64)[[0, 1, 0, 2]]  # key 0 written twice: values a, then b
+    values = torch.randn(4, DV, **f64)
+    beta = torch.ones(4, **f64)
+    for form in DELTA_FORMS:
+        _, S = form(keys, keys, values, beta)
+        torch.testing.assert_close(torch.eye(D, **f64)[0] @ S, values[2], **TIGHT)  # b
+        torch.testing.assert_close(torch.eye(D, **f64)[1] @ S, values[1], **TIGHT)
+    _, (S, _) = linear_attention(keys, keys, values, feature_map="identity", normalize=False)
+    torch.testing.assert_close(torch.eye(D, **f64)[0] @ S, values[0] + values[2], **TIGHT)
+
+
+def test_delta_rule_normalises_the_keys_and_decay_one_is_none():
+    q, k, v, beta, _ = inputs()
+    scale = torch.rand(N, H, L, 1, dtype=torch.float64) * 5 + 0.1  # positive, per key
+    ones = torch.ones(N, H, L, dtype=torch.float64)
+    for form in DELTA_FORMS:
+        out, S = form(q, k, v, beta)
+        torch.testing.assert_close(form(q, k * scale, v, beta)[0], out, **TIGHT)
+        torch.testing.assert_close(form(q, k, v, beta, decay=ones)[1], S, **TIGHT)
+
+
+@pytest.mark.parametrize("split", [0, 5, L])
+def test_delta_rule_hands_its_state_on(split):
+    q, k, v, beta, alpha = inputs(decay=True)
+    full, S = delta_rule(q, k, v, beta, decay=alpha)
+    cut = slice(None, split), slice(split, None)
+    parts = [[t[..., c, :] for t in (q, k, v)] + [beta[..., c], alpha[..., c]] for c in cut]
+    first, state = delta_rule_chunked(*parts[0][:4], decay=parts[0][4], chunk_size=4)
+    for form in DELTA_FORMS:
+        second, S2 = form(*parts[1][:4], decay=parts[1][4], state=state)
+        torch.testing.assert_close(torch.cat([first, second], dim=-2), full, **TIGHT)
+        torch.testing.assert_close(S2, S, **TIGHT)
+
+
+def test_empty_sequences_and_unbatched_inputs():
+    q, k, v, beta, alpha = inputs(L=0, decay=True)
+    state = torch.randn(N, H, D, DV, dtype=torch.float64)
+    for form in DELTA_FORMS:
+        out, S = form(q, k, v, beta, decay=alpha, state=state)
+        assert out.shape == (N, H, 0, DV) and torch.equal(S, state)
+    for form in (linear_attention, linear_attention_recurrent, linear_attention_chunked):
+        out, (S, z) = form(q, k, v)
+        assert out.shape == (N, H, 0, DV) and not S.any() and not z.any()
+    q, k, v, beta, _ = inputs()
+    for form in DELTA_FORMS:  # (L, D): no batch dimension
+        out, S = form(q[0, 0], k[0, 0], v[0, 0], beta[0, 0])
+        torch.testing.assert_close(out, delta_rule(q, k, v, beta)[0][0, 0], **TIGHT)
+
+
+def test_gradients_of_the_chunked_forms():
+    f64 = dict(dtype=torch.float64, requires_grad=True)
+    q, k, v = torch.randn(1, 3, 2, **f64), torch.randn(1, 3, 2, **f64), torch.randn(1, 3, 2, **f64)
+    beta = torch.rand(1, 3, **f64)
+    alpha = (0.5 + 0.5 * torch.rand(1, 3, dtype=torch.float64)).requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda *a: delta_rule_chunked(*a[:4], decay=a[4], chunk_size=2)[0],
+        (q, k, v, beta, alpha),
+        fast_mode=True,
+    )
+    assert torch.autograd.gradcheck(
+        lambda *a: linear_attention_chunked(*a, chunk_size=2)[0], (q, k, v), fast_mode=True
+    )
+
+
+# ---- errors ----------------------------------------------------------------------------------
+
+ALL_FORMS = [
+    (linear_attention_chunked, False),
+    (delta_rule_chunked, True),
+]
+
+
+@pytest.mark.parametrize("chunk_size", [0, -1, 2.5, True])
+@pytest.mark.parametrize("form,needs_beta", ALL_FORMS)
+def test_bad_chunk_size(chunk_size, form, needs_beta):
+    q, k, v, beta, _ = inputs(L=4)
+    args = (q, k, v, beta) if needs_beta else (q, k, v)
+    error = ValueError if type(chunk_size) is int else TypeError
+    with pytest.raises(error, match=rf"chunk_size must be a positive integer; got {chunk_size}"):
+        form(*args, chunk_size=chunk_size)
+
+
+def test_bad_shapes():
+    q, k, v, beta, _ = inputs(L=4)
+    with pytest.raises(ValueError, match=r"key must have the shape of query \(2, 3, 4, 4\), "):
+        delta_rule(q, k[..., :3, :], v, beta)
+    with pytest.raises(
+        ValueError, match=r"value must have shape \(\.\.\., L, D_v\) = \(2, 3, 4, D_v\), one row"
+    ):
+        linear_attention(q, k, v[..., :3, :])
+    with pytest.raises(
+        ValueError,
+        match=r"beta must have shape \(\.\.\., L\) = \(2, 3, 4\), one number per token of query "
+        r"\(2, 3, 4, 4\); got \(2, 3, 1\)",
+    ):
+        delta_rule_recurrent(q, k, v, beta[..., :1])
+    with pytest.raises(ValueError, match=r"decay must have shape \(\.\.\., L\) = \(2, 3, 4\)"):
+        delta_rule_chunked(q, k, v, beta, decay=beta[0])
+    with pytest.raises(
+        ValueError,
+        match=r"state must have shape \(2, 3, 4, 5\) \(the batch dimensions of query, then D "
+        r"and D_v\); got \(2, 3, 5, 4\)",
+    ):
+        delta_rule(q, k, v, beta, state=torch.zeros(N, H, DV, D, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"state\[1\] must have shape \(2, 3, 4\)"):
+        linear_attention(
+            q, k, v, state=(torch.zeros(N, H, D, DV).double(), torch.zeros(N, H).double())
+        )
+    with pytest.raises(TypeError, match=r"state must be a tuple \(S, z\) as a linear_attention"):
+        linear_attention_recurrent(q, k, v, state=torch.zeros(N, H, D, DV).double())
+
+
+def test_bad_types_and_options():
+    q, k, v, beta, _ = inputs(L=4)
+    with pytest.raises(TypeError, match=r"query and value must have the same dtype"):
+        linear_attention(q, k, v.float())
+    with pytest.raises(TypeError, match=r"query and beta must have the same dtype"):
+        delta_rule(q, k, v, beta.float())
+    with pytest.raises(TypeError, match=r"beta must be a torch.Tensor; got float"):
+        delta_rule(q, k, v, 0.5)
+    with pytest.raises(TypeError, match=r"key must be a floating-point tensor; got dtype"):
+        delta_rule(q, k.long(), v, beta)
+    with pytest.raises(ValueError, match=r"feature_map must be 'elu', 'identity' or a callable"):
+        linear_attention(q, k, v, feature_map="relu")
+    with pytest.raises(TypeError, match=r"feature_map must be 'elu', 'identity' or a callable"):
+        linear_attention(q, k, v, feature_map=3)
+    with pytest.raises(ValueError, match=r"feature_map must map \(\.\.\., L, D\) to"):
+        linear_attention(q, k, v, feature_map=lambda x: x.sum(-2))
+    with pytest.raises(TypeError, match=r"normalize must be a bool; got int"):
+        linear_attention(q, k, v, normalize=1)
+    with pytest.raises(ValueError, match=r"eps must be a number >= 0; got -1"):
+        linear_attention_chunked(q, k, v, eps=-1)
+    assert math.isfinite(linear_attention(q, k, v, eps=0)[0].abs().max())
