@@ -502,11 +502,6 @@ def test_bad_options(kwargs, error, match):
         MultiHeadAttention(E, H, **kwargs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the patch of attnlib.convert._check_module that refuses the options "
-    "(convert.py is outside this branch's files); remove this mark with the patch",
-)
 @pytest.mark.parametrize("name", FLAGS)
 @pytest.mark.parametrize(
     "convert,target",

@@ -17,10 +17,10 @@ called.
   reference groups it, not import paths: everything public in them is here.
 * The *public submodules* are the modules named in ``attnlib.__all__``: ``bpe``,
   ``convert``, ``corpus``, ``decoding``, ``display``, ``efficient``, ``experiment``,
-  ``latent``, ``paged``, ``positions``, ``pretrained`` and ``tokenizer``. Their names are used
-  through the module (``attnlib.positions.alibi_bias``, ``from attnlib.corpus import
-  WordVocabulary``) and are not repeated at the top level, except ``tokenize``, which is imported
-  from the top level.
+  ``latent``, ``linear_attention``, ``paged``, ``positions``, ``pretrained`` and ``tokenizer``.
+  Their names are used through the module (``attnlib.positions.alibi_bias``, ``from
+  attnlib.corpus import WordVocabulary``) and are not repeated at the top level, except
+  ``tokenize``, which is imported from the top level.
 * A module whose name starts with ``_`` is private.
 
 Only this file re-exports: a module imports another module's names to use them, never to offer
@@ -36,6 +36,7 @@ from attnlib import (
     efficient,
     experiment,
     latent,
+    linear_attention,
     paged,
     positions,
     pretrained,
@@ -83,6 +84,7 @@ __all__ = [
     "efficient",
     "experiment",
     "latent",
+    "linear_attention",
     "load_glove",
     "paged",
     "positions",

@@ -48,7 +48,8 @@ def _copy(linear: nn.Linear, weight: Tensor, bias: Tensor | None) -> None:
 def _check_module(m, cls, target: str | None = None, name: str = "m") -> None:
     """``m`` is a ``cls``; with a ``target`` (which has neither grouped-query attention nor
     positions inside its attention), one whose key/value heads are its query heads and which
-    has no ``positions``: a converter refuses what the target cannot compute."""
+    has no ``positions``, QK-norm, soft-capping, sink logits or output gate: a converter refuses
+    what the target cannot compute."""
     if not isinstance(m, cls):
         raise TypeError(f"{name} must be an attnlib.{cls.__name__}; got {type(m).__name__}")
     if not target:
@@ -63,6 +64,16 @@ def _check_module(m, cls, target: str | None = None, name: str = "m") -> None:
             f"{name} must have positions=None for {target}, which has no rotary (RoPE) or ALiBi "
             f"positions inside its attention (its outputs would differ); got "
             f"positions={m.positions!r}"
+        )
+    options = [
+        f"{option}={getattr(m, option)!r}"
+        for option, off in (("qk_norm", False), ("softcap", None), ("sink", False), ("gate", False))
+        if getattr(m, option, off) != off
+    ]
+    if options:
+        raise ValueError(
+            f"{name} must have qk_norm, softcap, sink and gate off for {target}, which has none "
+            f"of them (its outputs would differ); got {', '.join(options)}"
         )
 
 
