@@ -409,7 +409,7 @@ def merge(folders: list[Path], out: Path) -> None:
                 raise SystemExit(f"{folder}: its BPE data differs from {folders[first]}'s")
             results["runs"].setdefault(name, {}).update(seeds)
         for weights, name in (("model.pt", "main"), ("bpe_model.pt", "bpe")):
-            if "0" in part["runs"].get(name, {}):
+            if "0" in part["runs"].get(name, {}) and folder.resolve() != out.resolve():
                 state = torch.load(folder / weights, weights_only=True)
                 with atomic_path(out / weights) as tmp:
                     torch.save(state, tmp)
