@@ -152,7 +152,7 @@ class Cache:
         """Add a step's keys and values; return the keys and values to attend to.
 
         The returned keys include the new ones (the queries of this step need them); their
-        absolute positions are then in :attr:`positions`. They may be views of the cache's
+        absolute positions are then in ``cache.positions``. They may be views of the cache's
         memory: use them before the next step.
         """
         self._check("key", key, self.key)
@@ -173,7 +173,7 @@ class Cache:
     def mask(self, L_new: int) -> Tensor:
         """Boolean ``(L_new, S)`` mask for the newest ``L_new`` queries against the keys the last
         :meth:`update` returned: causal, within the window if there is one, and always the
-        first :attr:`sinks` positions."""
+        first ``sinks`` positions."""
         positions = self.positions  # (S,)
         q = torch.arange(self.length - L_new, self.length, device=positions.device).unsqueeze(1)
         j = positions.unsqueeze(0)  # (1, S)
@@ -339,7 +339,8 @@ class PreallocatedCache(Cache):
         max_len: how many positions the buffer holds.
 
     Attributes:
-        key, value: views of the written positions, ``(N, G, length, D)``, or ``None``.
+        key: a view of the written keys, ``(N, G, length, D)``, or ``None``.
+        value: a view of the written values, ``(N, G, length, D_v)``, or ``None``.
         length: the number of tokens written so far.
         max_len: the buffer's length.
 
@@ -409,14 +410,15 @@ class RollingCache(Cache):
     buffer: no copy. A step of several tokens (a prefill) attends to the kept positions and the
     new ones together, then writes the last ``window`` new ones into their slots. The keys come
     out in slot order, not position order; attention does not care, because the mask and the
-    position scheme read :attr:`positions`. Mistral's rolling buffer cache and Gemma's local
+    position scheme read ``positions``. Mistral's rolling buffer cache and Gemma's local
     layers keep their windows this way.
 
     Args:
         window: ``w``: each query sees keys ``i - w < j <= i``; the buffer has ``w`` slots.
 
     Attributes:
-        key, value: the buffer's written slots, ``(N, G, min(length, w), D)``, or ``None``.
+        key: the ring's written key slots, ``(N, G, min(length, w), D)``, or ``None``.
+        value: the ring's written value slots, ``(N, G, min(length, w), D_v)``, or ``None``.
 
     Raises:
         TypeError: if ``window`` is not an ``int``; as :class:`KVCache` for a step's tensors.
@@ -512,7 +514,8 @@ class SinkCache(Cache):
         sinks: how many first positions every query also sees, ``>= 0``.
 
     Attributes:
-        key, value: the kept keys and values, ``(N, G, S_kept, D)``, or ``None``.
+        key: the kept keys, ``(N, G, S_kept, D)``, or ``None``.
+        value: the kept values, ``(N, G, S_kept, D_v)``, or ``None``.
 
     Raises:
         TypeError: if ``window`` or ``sinks`` is not an ``int``; as :class:`KVCache` for a

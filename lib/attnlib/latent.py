@@ -180,7 +180,8 @@ class MultiHeadLatentAttention(nn.Module):
             ``None`` if ``rope_dim = 0``.
         out_proj: ``nn.Linear(H*D, E)``, ``W_O``.
         rope: the :class:`attnlib.positions.Rotary` that rotates ``q^R`` and ``k^R``, or ``None``.
-        kdim, vdim: ``E`` (a self-attention, as :class:`attnlib.MultiHeadAttention`'s).
+        kdim: ``E`` (a self-attention, as :class:`attnlib.MultiHeadAttention`'s).
+        vdim: ``E``.
 
     Shape:
         - ``query``: ``(L, E)`` or ``(N, L, E)``; ``key``, ``value``: ``None`` or ``query``.

@@ -225,7 +225,7 @@ class MultiHeadAttention(nn.Module):
         qk_norm: QK-norm (Henry et al., 2020; Dehghani et al., 2023; OLMo 2, Gemma 3,
             Qwen3): an RMSNorm over ``D`` of every head's queries and keys, with a learned scale
             per feature shared by the heads, ``q <- w_q * q / sqrt(mean_d q_d^2 + 1e-6)``
-            (:attr:`q_norm`), the same for ``k`` (:attr:`k_norm`). Each score is then at most
+            (``q_norm``), the same for ``k`` (``k_norm``). Each score is then at most
             ``sqrt(D) max|w_q| max|w_k|``: the logits cannot grow unless the scales do. Applied
             right after the projections, before the ``cache`` (it keeps normalised keys) and
             before ``positions`` (RoPE rotates normalised vectors), as Qwen3 and Gemma 3 do.
@@ -242,24 +242,25 @@ class MultiHeadAttention(nn.Module):
             which has no value, so a head's weights sum to less than 1 and a head can attend
             to (almost) nothing. The same as one more key whose score is ``b_h`` (not capped)
             and whose value is zero; a query whose keys are all masked gets the output 0.
-            :attr:`sink_logits` starts at 0: Miller's (2023) ``softmax_1``. The weights returned
+            ``sink_logits`` starts at 0: Miller's (2023) ``softmax_1``. The weights returned
             are those of the real keys. Formed explicitly, as ``softcap``.
         gate: an output gate (Qiu et al., 2025, "Gated Attention for Large Language Models";
             Qwen3-Next): each head's output is multiplied element by element by
             ``sigmoid(x W_G + b_G)``, ``x`` the query input, before ``out_proj``
-            (:attr:`gate_proj`).
+            (``gate_proj``).
 
     Attributes:
         q_proj: ``nn.Linear(E, H*D)``.
         k_proj: ``nn.Linear(kdim, G*D)``.
         v_proj: ``nn.Linear(vdim, G*D)``.
         out_proj: ``nn.Linear(H*D, E)``. With the defaults all four are ``(E, E)``.
-        q_norm, k_norm: ``nn.RMSNorm(D, eps=1e-6)`` with ``qk_norm``, else ``None``.
+        q_norm: ``nn.RMSNorm(D, eps=1e-6)`` with ``qk_norm``, else ``None``.
+        k_norm: the same, for the keys.
         sink_logits: ``nn.Parameter`` of shape ``(H,)``, zeros at first, with ``sink``, else
             ``None``.
         gate_proj: ``nn.Linear(E, H*D)`` (with a bias if ``bias``) with ``gate``, else
             ``None``.
-        qk_norm, softcap, sink, gate: the options, as given.
+        qk_norm: the option, as given; and ``softcap``, ``sink``, ``gate``.
 
     Shape:
         - ``query``: ``(L, E)`` or ``(N, L, E)``; ``key``: ``(S, kdim)`` or ``(N, S, kdim)``;

@@ -74,7 +74,8 @@ class BlockPool:
             shorter and the kernel's reads longer.
 
     Attributes:
-        num_blocks, block_size: as given.
+        num_blocks: as given.
+        block_size: as given.
         key: the key storage, ``(num_blocks, G, block_size, D)``, or ``None`` before the first
             write.
         value: the value storage, ``(num_blocks, G, block_size, D_v)``, or ``None``.
@@ -131,7 +132,8 @@ class BlockPool:
 
     @property
     def used_nbytes(self) -> int:
-        """Bytes of the blocks in use, each shared block once: the memory the sequences need."""
+        """Bytes of the blocks in use, each shared block counted once (the memory the sequences
+        need)."""
         return self.used_blocks * self.block_nbytes
 
     def allocate(self) -> int:
@@ -245,8 +247,9 @@ class PagedCache(Cache):
     Attributes:
         pool: the pool.
         block_table: the ids of the blocks that hold the sequence's positions, in order.
-        key, value: the kept keys and values gathered through the table, ``(1, G, length, D)``
-            and ``(1, G, length, D_v)``, or ``None`` before the first step.
+        key: the kept keys gathered through the table, ``(1, G, length, D)``, or ``None``
+            before the first step.
+        value: the kept values, gathered the same way, ``(1, G, length, D_v)``.
         length: the number of tokens written, the position of the next token.
         released: whether :meth:`release` gave the blocks back (the cache is then unusable).
 
@@ -305,8 +308,8 @@ class PagedCache(Cache):
 
     @property
     def wasted_nbytes(self) -> int:
-        """Bytes of the slots allocated but not written: the end of the last block, fewer than
-        ``block_size`` positions."""
+        """Bytes of the slots allocated but not written (the end of the last block, fewer than
+        ``block_size`` positions)."""
         slots = len(self.block_table) * self.pool.block_size - self.length
         return 0 if not self.block_table else slots * self.pool.block_nbytes // self.pool.block_size
 

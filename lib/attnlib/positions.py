@@ -336,8 +336,8 @@ class ALiBi:
     and the slopes of :func:`alibi_slopes`.
 
     Raises:
-        Nothing: ``ALiBi()`` takes no argument, and the layer that calls it has checked the
-        shapes it passes.
+        ValueError: not raised by ``ALiBi()`` itself, which takes no argument; the layer that
+            calls it has checked the shapes it passes.
 
     Example:
         >>> q = k = torch.zeros(1, 2, 3, 4)  # (N, H, L, D)
