@@ -516,3 +516,115 @@ def test_converters_refuse_the_options(name, convert, target):
         rf"of them \(its outputs would differ\); got {name}=",
     ):
         convert(m)
+
+
+# ---- the logits, and the options in a block and a language model -----------------------------
+
+
+def by_hand_scores(m, query, key):
+    """q^ . k^ / sqrt(D) by the definition: projected, normalised, rotated, per head."""
+    Nq, Lq, Sk, Gm = query.shape[0], query.shape[1], key.shape[1], m.num_kv_heads
+    q = m.q_proj(query).view(Nq, Lq, H, D).transpose(1, 2)  # (N, H, L, D)
+    k = m.k_proj(key).view(Nq, Sk, Gm, D).transpose(1, 2)  # (N, G, S, D)
+    if m.qk_norm:
+        q, k = rms_norm(q, m.q_norm.weight), rms_norm(k, m.k_norm.weight)
+    if isinstance(m.positions, Rotary):
+        base = m.positions.base
+        q, k = rotary_embedding(q, base=base), rotary_embedding(k, base=base)
+    k = k.repeat_interleave(H // Gm, dim=1)  # (N, H, S, D)
+    return q @ k.transpose(-2, -1) / math.sqrt(D)  # (N, H, L, S)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("on", [(), ("qk_norm",), FLAGS], ids=lambda c: "+".join(c) or "plain")
+@pytest.mark.parametrize("G", [1, 2, 6])
+@pytest.mark.parametrize("positions", [None, Rotary(100.0), "alibi"])
+def test_scores_are_the_logits_before_the_cap(dtype, on, G, positions):
+    m = layer(G, positions, dtype=dtype, **options(on))
+    x, y = torch.randn(N, L, E, dtype=dtype), torch.randn(N, S, E, dtype=dtype)
+    s = m.scores(x, y)  # (N, H, L, S)
+    torch.testing.assert_close(s, by_hand_scores(m, x, y))
+    # the forward's weights are the softmax of these logits, capped, biased, with the sink
+    if m.softcap is not None:
+        s = m.softcap * torch.tanh(s / m.softcap)
+    if isinstance(m.positions, ALiBi):
+        s = s + alibi_bias(H, L, S).to(dtype)
+    if m.sink:
+        s = torch.cat([s, m.sink_logits.view(1, H, 1, 1).expand(N, H, L, 1)], dim=-1)
+    torch.testing.assert_close(m(x, y)[1], s.softmax(-1)[..., :S])
+
+
+def test_scores_unbatched_self_attention_and_other_key_widths():
+    torch.manual_seed(3)
+    m = MultiHeadAttention(E, H, kdim=7, vdim=5, num_kv_heads=3).eval()
+    x, k, v = torch.randn(L, E), torch.randn(S, 7), torch.randn(S, 5)
+    s = m.scores(x, k)
+    assert s.shape == (H, L, S)
+    torch.testing.assert_close(m(x, k, v)[1], s.softmax(-1))
+    plain = MultiHeadAttention(E, H).eval()
+    assert plain.scores(x).shape == (H, L, L)
+    assert plain.scores(torch.randn(N, 0, E)).shape == (N, H, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "args,error,match",
+    [
+        ((torch.randn(L, E + 1),), ValueError, r"query must have shape \(L, E=24\); got \(11, 25"),
+        ((torch.randn(L, E), torch.randn(S, 7)), ValueError, r"key must have shape \(S, E=24\)"),
+        ((torch.randn(N, L, E), torch.randn(N + 1, S, E)), ValueError, r"key must have shape"),
+        ((torch.randn(L, E).double(),), TypeError, r"query"),
+        ((torch.randn(L, E), "keys"), TypeError, r"key must be a torch.Tensor"),
+    ],
+)
+def test_scores_bad_arguments(args, error, match):
+    with pytest.raises(error, match=match):
+        MultiHeadAttention(E, H).scores(*args)
+
+
+@pytest.mark.parametrize("on", [(f,) for f in FLAGS] + [FLAGS], ids=lambda c: "+".join(c))
+def test_block_and_model_pass_the_options_to_every_layer(on):
+    from attnlib import LanguageModel, TransformerBlock
+
+    off = dict(qk_norm=False, softcap=None, sink=False, gate=False)
+    want = off | options(on)
+    block = TransformerBlock(E, H, **options(on))
+    lm = LanguageModel(50, E, H, 3, max_len=16, positions="rope", **options(on))
+    for attn in [block.attn] + [b.attn for b in lm.blocks]:
+        assert {f: getattr(attn, f) for f in FLAGS} == want
+
+
+@pytest.mark.parametrize("on", [(f,) for f in FLAGS] + [FLAGS], ids=lambda c: "+".join(c))
+@pytest.mark.parametrize("positions", ["learned", "rope", "alibi"])
+def test_a_model_with_each_option_decodes_as_it_reads(on, positions):
+    """Cached generation = the full causal pass, for a model with each option (and all)."""
+    from attnlib import LanguageModel
+
+    torch.manual_seed(0)
+    lm = LanguageModel(50, E, H, 2, max_len=32, positions=positions, **options(on)).eval()
+    with torch.no_grad():
+        for b in lm.blocks:  # random sink logits and norm scales, so that they matter
+            for p in b.attn.parameters():
+                if p.dim() == 1:
+                    p.copy_(torch.randn(p.shape) * 0.5)
+    ids = torch.randint(0, 50, (N, 13))
+    full = lm(ids)[0]
+    cache = lm.new_cache()
+    parts, start = [], 0
+    for size in [4, 1, 0, 6, 2]:
+        parts.append(lm(ids[:, start : start + size], cache=cache)[0])
+        start += size
+    torch.testing.assert_close(torch.cat(parts, dim=1), full)
+    greedy = ids[:, :5]  # greedy decoding by full passes, no cache
+    for _ in range(6):
+        greedy = torch.cat([greedy, lm(greedy)[0][:, -1:].argmax(-1)], dim=1)
+    assert torch.equal(lm.generate(ids[:, :5], 6, temperature=0), greedy)
+
+
+@pytest.mark.parametrize("name", FLAGS)
+def test_latent_attention_refuses_the_options(name):
+    from attnlib import TransformerBlock
+
+    with pytest.raises(
+        ValueError, match=rf"latent_dim \(multi-head latent attention\) takes none of .*{name}="
+    ):
+        TransformerBlock(E, H, latent_dim=6, **options([name]))

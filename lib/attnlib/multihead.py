@@ -391,6 +391,49 @@ class MultiHeadAttention(nn.Module):
             weights = None if weights is None else weights.squeeze(0)  # (H, L, S)
         return output, weights
 
+    def scores(self, query: Tensor, key: Tensor | None = None) -> Tensor:
+        """The logits of every head, ``s_ij = q^_i . k^_j / sqrt(D)``, before the cap and the mask.
+
+        ``q^`` and ``k^`` are the projected queries and keys after QK-norm and RoPE, as the
+        forward pass forms them; the soft cap (``c tanh(s / c)``), ALiBi's bias and a mask
+        come after. The largest of these logits is what QK-norm and soft-capping keep in
+        check (Dehghani et al., 2023; Wortsman et al., 2023).
+
+        Shape:
+            - ``query``: ``(L, E)`` or ``(N, L, E)``; ``key``: ``(S, kdim)`` or ``(N, S, kdim)``
+              (default: ``query``).
+            - output: ``(H, L, S)`` or ``(N, H, L, S)``.
+
+        Raises:
+            ValueError, TypeError: as :meth:`forward` for ``query`` and ``key``.
+
+        Example:
+            >>> _ = torch.manual_seed(0)
+            >>> mha = MultiHeadAttention(12, 3).eval()
+            >>> x = torch.randn(5, 12)
+            >>> s = mha.scores(x)
+            >>> s.shape
+            torch.Size([3, 5, 5])
+            >>> _, w = mha(x)
+            >>> torch.allclose(w, s.softmax(-1), atol=1e-6)
+            True
+        """
+        key = query if key is None else key
+        check_tensor("key", key, (2, 3))
+        values = key.new_empty(*key.shape[:-1], self.vdim)  # (N, S, vdim): only its shape is read
+        query, key, _, _, batched = _prepare(self, query, key, values, None)
+        N, L, _ = query.shape
+        q = self._split_heads(self.q_proj(query), self.num_heads)  # (N, H, L, D)
+        k = self._split_heads(self.k_proj(key), self.num_kv_heads)  # (N, G, S, D)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)  # RMS 1 over D
+        if self.positions is not None:
+            q_pos, k_pos = _position_ids(None, L, k.shape[2], q.device)
+            q, k, _ = self.positions(q, k, q_pos, k_pos)  # RoPE rotates; ALiBi's bias left out
+        k = k.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)  # (N, H, S, D)
+        s = (q * self.head_dim**-0.5) @ k.transpose(-2, -1)  # (N, H, L, S), as the forward
+        return s if batched else s.squeeze(0)  # (N, H, L, S) or (H, L, S)
+
     def _forward(self, query, key, value, mask, need_weights, cache):
         """The layer without the checks, on checked inputs with a batch dimension: ``query``
         ``(N, L, E)``, ``key``/``value`` ``(N, S, .)``, ``mask`` ``None`` or 4-D."""

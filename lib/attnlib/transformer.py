@@ -112,6 +112,9 @@ class TransformerBlock(nn.Module):
             caching ``d_c`` numbers per token; with ``positions="rope"`` its decoupled RoPE key
             has ``D / 2`` features (DeepSeek-V2's ratio, ``D / 2`` must be even). Decoding with a
             cache runs the absorbed form, a pass without one the expanded form. ``None``: MHA.
+        qk_norm, softcap, sink, gate: the attention options of 2025 models (QK-norm, a soft
+            cap on the logits, a learned sink logit per head, an output gate), passed to
+            :class:`attnlib.MultiHeadAttention`; none of them with ``latent_dim``.
 
     Attributes:
         ln1: ``nn.LayerNorm(E)``, before the attention.
@@ -132,7 +135,8 @@ class TransformerBlock(nn.Module):
         ValueError: if a size is not a positive integer, ``E`` is not divisible by ``H``,
             ``activation`` is not ``"gelu"`` or ``"gelu_tanh"``, ``mlp_ratio`` is negative or so
             small that the MLP would have no hidden unit,
-            ``dropout`` is not in ``[0, 1)``, ``x`` or ``mask`` has the wrong shape, ``cache``
+            ``dropout`` is not in ``[0, 1)``, ``latent_dim`` is given with an attention
+            option, ``x`` or ``mask`` has the wrong shape, ``cache``
             is combined with ``mask``, or a filled ``cache`` holds keys of other heads, head
             size, batch size or device.
         TypeError: if ``x`` is not a float tensor of the block's dtype, ``cache`` is not an
@@ -161,6 +165,10 @@ class TransformerBlock(nn.Module):
         positions: str | Rotary | ALiBi | None = None,
         activation: str = "gelu",
         latent_dim: int | None = None,
+        qk_norm: bool = False,
+        softcap: float | None = None,
+        sink: bool = False,
+        gate: bool = False,
     ):
         super().__init__()
         check_positive_int("embed_dim", embed_dim)
@@ -177,8 +185,18 @@ class TransformerBlock(nn.Module):
                 dropout=dropout,
                 num_kv_heads=num_kv_heads,
                 positions=positions,
+                qk_norm=qk_norm,
+                softcap=softcap,
+                sink=sink,
+                gate=gate,
             )
         else:
+            if qk_norm or softcap is not None or sink or gate:
+                raise ValueError(
+                    "latent_dim (multi-head latent attention) takes none of qk_norm, softcap, "
+                    f"sink, gate; got qk_norm={qk_norm}, softcap={softcap}, sink={sink}, "
+                    f"gate={gate}"
+                )
             self.attn = _latent_attention(
                 embed_dim, num_heads, latent_dim, bias, dropout, num_kv_heads, positions
             )
@@ -449,7 +467,8 @@ class LanguageModel(nn.Module):
         freeze_embeddings: keep the token embeddings fixed (``requires_grad=False``).
         tie_weights: read the logits out with the token embeddings, ``W_U = E_tok^T``
             (Press and Wolf, 2017); otherwise a separate ``Linear(E, V)`` without bias.
-        bias, norm_eps, activation, latent_dim: as :class:`TransformerBlock`.
+        bias, norm_eps, activation, latent_dim, qk_norm, softcap, sink, gate: as
+            :class:`TransformerBlock`.
 
     Attributes:
         token_embedding: ``nn.Embedding(V, E)``.
@@ -513,6 +532,10 @@ class LanguageModel(nn.Module):
         norm_eps: float = 1e-5,
         activation: str = "gelu",
         latent_dim: int | None = None,
+        qk_norm: bool = False,
+        softcap: float | None = None,
+        sink: bool = False,
+        gate: bool = False,
     ):
         super().__init__()
         for name, n in (
@@ -550,6 +573,10 @@ class LanguageModel(nn.Module):
                 positions=inside,
                 activation=activation,
                 latent_dim=latent_dim,
+                qk_norm=qk_norm,
+                softcap=softcap,
+                sink=sink,
+                gate=gate,
             )
             for _ in range(num_layers)
         )
