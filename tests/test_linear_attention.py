@@ -325,3 +325,81 @@ def test_bad_types_and_options():
     with pytest.raises(ValueError, match=r"eps must be a number >= 0; got -1"):
         linear_attention_chunked(q, k, v, eps=-1)
     assert math.isfinite(linear_attention(q, k, v, eps=0)[0].abs().max())
+
+
+# ---- the layer -------------------------------------------------------------------------------
+
+from attnlib.linear_attention import LinearAttention  # noqa: E402
+
+E_LAYER, H_LAYER = 12, 3  # D = 4
+
+
+def layer_by_hand(m, x):
+    """The layer from its parts: projections, the causal convolution written as a sum over
+    the last ``conv_size`` tokens, heads, the recurrent form (the definition), out_proj."""
+    Nx, Lx, E = x.shape
+    qkv = torch.cat([m.q_proj(x), m.k_proj(x), m.v_proj(x)], dim=-1)  # (N, L, 3E)
+    if m.conv is not None:
+        w, b = m.conv.weight[:, 0], m.conv.bias  # (3E, C): tap j reads token t - (C - 1 - j)
+        C = w.shape[1]
+        padded = F.pad(qkv, (0, 0, C - 1, 0))  # zeros before the first token
+        qkv = sum(padded[:, j : j + Lx] * w[:, j] for j in range(C)) + b
+    Hm, Dm = m.num_heads, m.head_dim
+    q, k, v = (t.view(Nx, Lx, Hm, Dm).transpose(1, 2) for t in qkv.split(E, dim=-1))
+    if m.rule == "linear":
+        out, _ = linear_attention_recurrent(q, k, v)
+    else:
+        beta = torch.sigmoid(m.beta_proj(x)).transpose(1, 2)  # (N, H, L)
+        out, _ = delta_rule_recurrent(q / q.norm(dim=-1, keepdim=True), k, v, beta)
+    return m.out_proj(out.transpose(1, 2).reshape(Nx, Lx, E))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("rule", ["linear", "delta"])
+@pytest.mark.parametrize("conv_size,chunk_size", [(0, 4), (4, 3), (2, 16)])
+def test_layer_equals_its_parts_by_the_recurrent_form(dtype, rule, conv_size, chunk_size):
+    torch.manual_seed(0)
+    m = LinearAttention(
+        E_LAYER, H_LAYER, rule=rule, conv_size=conv_size, chunk_size=chunk_size, bias=True
+    ).to(dtype)
+    x = torch.randn(N, L, E_LAYER, dtype=dtype)
+    torch.testing.assert_close(m(x), layer_by_hand(m, x), **tol(dtype))
+    torch.testing.assert_close(m(x[0]), m(x)[0], **tol(dtype))  # unbatched
+
+
+@pytest.mark.parametrize("rule", ["linear", "delta"])
+def test_layer_is_causal_and_state_size_counts_what_decoding_keeps(rule):
+    torch.manual_seed(1)
+    m = LinearAttention(E_LAYER, H_LAYER, rule=rule, conv_size=3).double()
+    x = torch.randn(N, L, E_LAYER, dtype=torch.float64)
+    y = x.clone()
+    y[:, 6:] = torch.randn(N, L - 6, E_LAYER, dtype=torch.float64)  # another future
+    torch.testing.assert_close(m(x)[:, :6], m(y)[:, :6], **TIGHT)
+    assert not torch.allclose(m(x)[:, 6:], m(y)[:, 6:])
+    state = 3 * (4 * 4 + (4 if rule == "linear" else 0)) + 2 * 3 * E_LAYER
+    assert m.state_size == state
+    assert m(torch.randn(N, 0, E_LAYER, dtype=torch.float64)).shape == (N, 0, E_LAYER)
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        (dict(rule="softmax"), ValueError, r"rule must be 'linear' or 'delta'; got 'softmax'"),
+        (dict(conv_size=-1), ValueError, r"conv_size must be a positive integer; got -1"),
+        (dict(chunk_size=0), ValueError, r"chunk_size must be a positive integer; got 0"),
+        (dict(num_heads=5), ValueError, r"embed_dim must be divisible by num_heads; got "),
+        (dict(embed_dim=0), ValueError, r"embed_dim must be a positive integer; got 0"),
+    ],
+)
+def test_layer_bad_arguments(kwargs, error, match):
+    args = dict(embed_dim=E_LAYER, num_heads=H_LAYER) | kwargs
+    with pytest.raises(error, match=match):
+        LinearAttention(args.pop("embed_dim"), args.pop("num_heads"), **args)
+
+
+def test_layer_bad_inputs():
+    m = LinearAttention(E_LAYER, H_LAYER)
+    with pytest.raises(ValueError, match=r"x must have shape \(N=2, L, E=12\); got \(2, 5, 7\)"):
+        m(torch.randn(2, 5, 7))
+    with pytest.raises(TypeError, match=r"x .*float64"):
+        m(torch.randn(2, 5, E_LAYER, dtype=torch.float64))

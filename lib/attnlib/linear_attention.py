@@ -36,9 +36,10 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from attnlib._checks import (
+    check_module_input,
     check_positive_int,
     check_real,
     check_same_kind,
@@ -47,6 +48,7 @@ from attnlib._checks import (
 )
 
 __all__ = [
+    "LinearAttention",
     "delta_rule",
     "delta_rule_chunked",
     "delta_rule_recurrent",
@@ -646,3 +648,147 @@ def delta_rule_chunked(
         S = _carry(S, k_c, U, g)  # (..., D, D_v)
     out = torch.cat(outs, dim=-2) if outs else value.new_zeros(value.shape)  # (..., L, D_v)
     return out, S
+
+
+# ---- a layer ---------------------------------------------------------------------------------
+
+
+class LinearAttention(nn.Module):
+    """A causal attention layer whose memory is a state of fixed size: linear attention or
+    DeltaNet, with projections and heads as :class:`attnlib.MultiHeadAttention`.
+
+    .. math::
+
+        \\begin{aligned}
+        Q, K, V &= \\operatorname{Conv}(X W_Q), \\operatorname{Conv}(X W_K),
+            \\operatorname{Conv}(X W_V), \\qquad \\beta = \\sigma(X W_\\beta), \\\\
+        \\operatorname{head}_h &= \\operatorname{LinearAttention}(Q_h, K_h, V_h)
+            \\;\\text{or}\\; \\operatorname{DeltaRule}(Q_h / \\lVert Q_h \\rVert,
+            K_h / \\lVert K_h \\rVert, V_h, \\beta_h), \\\\
+        \\text{output} &= \\operatorname{Concat}_h(\\operatorname{head}_h) W_O
+        \\end{aligned}
+
+    where ``Conv`` is a short causal depthwise convolution over the last ``conv_size`` tokens
+    (each feature its own filter), as DeltaNet, Mamba and Qwen3-Next's linear layers have:
+    without it a layer with no positions cannot see which token came just before, and a key
+    could not be bound to the value after it. Training runs the chunked forms
+    (:func:`linear_attention_chunked`, :func:`delta_rule_chunked`); each head keeps a
+    ``D x D`` state (and, for linear attention, a normaliser ``z`` of ``D``) whatever the
+    length of the text.
+
+    Args:
+        embed_dim: ``E``.
+        num_heads: ``H``; must divide ``E`` (``D = E / H``).
+        rule: ``"linear"`` (Katharopoulos et al., 2020: features ``elu + 1``, normalised) or
+            ``"delta"`` (DeltaNet, Schlag et al., 2021; Yang et al., 2024: queries and keys
+            L2-normalised, a write strength ``beta_t`` per head and token).
+        conv_size: the convolution's width (4 in DeltaNet and Qwen3-Next); 0 for none.
+        chunk_size: ``C``, the chunk of the chunked forms.
+        bias: biases in the linear maps.
+
+    Attributes:
+        q_proj: ``nn.Linear(E, E)``.
+        k_proj: ``nn.Linear(E, E)``.
+        v_proj: ``nn.Linear(E, E)``.
+        out_proj: ``nn.Linear(E, E)``.
+        beta_proj: ``nn.Linear(E, H)`` with ``rule="delta"``, else ``None``.
+        conv: ``nn.Conv1d(3E, 3E, conv_size, groups=3E)`` with ``conv_size > 0``, else ``None``.
+
+    Shape:
+        - ``x``: ``(L, E)`` or ``(N, L, E)``; output: the same shape.
+
+    Raises:
+        ValueError: if a size is not a positive integer (``conv_size``: not a non-negative
+            one), ``E`` is not divisible by ``H``, ``rule`` is not ``"linear"`` or
+            ``"delta"``, or ``x`` has the wrong shape.
+        TypeError: if ``x`` is not a float tensor of the layer's dtype.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> layer = LinearAttention(12, 3, rule="delta")
+        >>> x = torch.randn(2, 7, 12)
+        >>> layer(x).shape, layer.state_size
+        (torch.Size([2, 7, 12]), 156)
+        >>> torch.allclose(layer(x)[:, :4], layer(x[:, :4]), atol=1e-6)  # causal
+        True
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        *,
+        rule: str = "linear",
+        conv_size: int = 4,
+        chunk_size: int = 64,
+        bias: bool = False,
+    ):
+        super().__init__()
+        check_positive_int("embed_dim", embed_dim)
+        check_positive_int("num_heads", num_heads)
+        if embed_dim % num_heads:
+            raise ValueError(
+                f"embed_dim must be divisible by num_heads; got embed_dim={embed_dim}, "
+                f"num_heads={num_heads}"
+            )
+        if rule not in ("linear", "delta"):
+            raise ValueError(f"rule must be 'linear' or 'delta'; got {rule!r}")
+        if conv_size != 0:
+            check_positive_int("conv_size", conv_size)
+        self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
+        self.rule, self.conv_size = rule, conv_size
+        self.chunk_size = _check_chunk_size(chunk_size)
+        E = embed_dim
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (
+            nn.Linear(E, E, bias=bias) for _ in range(4)
+        )
+        self.beta_proj = nn.Linear(E, num_heads, bias=bias) if rule == "delta" else None
+        self.conv = None
+        if conv_size:
+            self.conv = nn.Conv1d(3 * E, 3 * E, conv_size, groups=3 * E, padding=conv_size - 1)
+
+    @property
+    def state_size(self) -> int:
+        """The numbers one sequence keeps per layer when decoding, whatever its length: a
+        ``D x D`` state per head (``+ D`` for linear attention's normaliser) and the last
+        ``conv_size - 1`` inputs of the convolution."""
+        H, D = self.num_heads, self.head_dim
+        per_head = D * D + (D if self.rule == "linear" else 0)
+        return H * per_head + max(self.conv_size - 1, 0) * 3 * self.embed_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        """The layer on ``x`` ``(L, E)`` or ``(N, L, E)``, causal."""
+        check_tensor("x", x, (2, 3))
+        check_module_input("x", x, self.out_proj.weight)
+        if x.shape[-1] != self.embed_dim:
+            n = f"N={x.shape[0]}, " if x.dim() == 3 else ""
+            raise ValueError(
+                f"x must have shape ({n}L, E={self.embed_dim}); got {shape_str(x.shape)}"
+            )
+        batched = x.dim() == 3
+        out = self._forward(x if batched else x.unsqueeze(0))  # (N, L, E)
+        return out if batched else out.squeeze(0)
+
+    def _forward(self, x: Tensor) -> Tensor:
+        N, L, E = x.shape
+        if L == 0:  # no token (F.conv1d refuses an empty sequence): an empty output
+            return x.new_zeros(N, 0, E)
+        qkv = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)  # (N, L, 3E)
+        if self.conv is not None:  # causal: padded on both sides, keep the first L outputs
+            qkv = self.conv(qkv.transpose(1, 2))[..., :L].transpose(1, 2)  # (N, L, 3E)
+        H, D = self.num_heads, self.head_dim
+        q, k, v = qkv.view(N, L, 3, H, D).permute(2, 0, 3, 1, 4)  # 3 x (N, H, L, D)
+        if self.rule == "linear":
+            out, _ = linear_attention_chunked(q, k, v, chunk_size=self.chunk_size)
+        else:
+            beta = torch.sigmoid(self.beta_proj(x)).transpose(1, 2)  # (N, H, L)
+            q = F.normalize(q, dim=-1)  # the keys are normalised by the delta rule
+            out, _ = delta_rule_chunked(q, k, v, beta, chunk_size=self.chunk_size)
+        out = out.transpose(1, 2).reshape(N, L, E)  # (N, H, L, D) -> (N, L, H*D)
+        return self.out_proj(out)  # (N, L, E)
+
+    def extra_repr(self) -> str:
+        return (
+            f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, rule={self.rule!r}, "
+            f"conv_size={self.conv_size}, chunk_size={self.chunk_size}"
+        )
