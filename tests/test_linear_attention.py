@@ -350,12 +350,14 @@ def layer_by_hand(m, x):
         out, _ = linear_attention_recurrent(q, k, v)
     else:
         beta = torch.sigmoid(m.beta_proj(x)).transpose(1, 2)  # (N, H, L)
-        out, _ = delta_rule_recurrent(q / q.norm(dim=-1, keepdim=True), k, v, beta)
+        decay = None if m.rule == "delta" else torch.sigmoid(m.decay_proj(x)).transpose(1, 2)
+        q = q / q.norm(dim=-1, keepdim=True)
+        out, _ = delta_rule_recurrent(q, k, v, beta, decay=decay)
     return m.out_proj(out.transpose(1, 2).reshape(Nx, Lx, E))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("rule", ["linear", "delta"])
+@pytest.mark.parametrize("rule", ["linear", "delta", "gated_delta"])
 @pytest.mark.parametrize("conv_size,chunk_size", [(0, 4), (4, 3), (2, 16)])
 def test_layer_equals_its_parts_by_the_recurrent_form(dtype, rule, conv_size, chunk_size):
     torch.manual_seed(0)
@@ -365,9 +367,19 @@ def test_layer_equals_its_parts_by_the_recurrent_form(dtype, rule, conv_size, ch
     x = torch.randn(N, L, E_LAYER, dtype=dtype)
     torch.testing.assert_close(m(x), layer_by_hand(m, x), **tol(dtype))
     torch.testing.assert_close(m(x[0]), m(x)[0], **tol(dtype))  # unbatched
+    if rule == "gated_delta":  # alpha = 1 (a bias of 50) is DeltaNet; alpha < 1 differs
+        assert 0.9 < torch.sigmoid(m.decay_proj(x)).mean() < 0.97
+        plain = LinearAttention(
+            E_LAYER, H_LAYER, rule="delta", conv_size=conv_size, chunk_size=chunk_size, bias=True
+        ).to(dtype)
+        plain.load_state_dict(m.state_dict(), strict=False)
+        assert not torch.allclose(m(x), plain(x))
+        with torch.no_grad():
+            m.decay_proj.bias.fill_(50.0)
+        torch.testing.assert_close(m(x), plain(x), **tol(dtype))
 
 
-@pytest.mark.parametrize("rule", ["linear", "delta"])
+@pytest.mark.parametrize("rule", ["linear", "delta", "gated_delta"])
 def test_layer_is_causal_and_state_size_counts_what_decoding_keeps(rule):
     torch.manual_seed(1)
     m = LinearAttention(E_LAYER, H_LAYER, rule=rule, conv_size=3).double()
@@ -384,7 +396,7 @@ def test_layer_is_causal_and_state_size_counts_what_decoding_keeps(rule):
 @pytest.mark.parametrize(
     "kwargs,error,match",
     [
-        (dict(rule="softmax"), ValueError, r"rule must be 'linear' or 'delta'; got 'softmax'"),
+        (dict(rule="softmax"), ValueError, r"rule must be 'linear', 'delta' or 'gated_delta'; "),
         (dict(conv_size=-1), ValueError, r"conv_size must be a positive integer; got -1"),
         (dict(chunk_size=0), ValueError, r"chunk_size must be a positive integer; got 0"),
         (dict(num_heads=5), ValueError, r"embed_dim must be divisible by num_heads; got "),

@@ -661,10 +661,11 @@ class LinearAttention(nn.Module):
 
         \\begin{aligned}
         Q, K, V &= \\operatorname{Conv}(X W_Q), \\operatorname{Conv}(X W_K),
-            \\operatorname{Conv}(X W_V), \\qquad \\beta = \\sigma(X W_\\beta), \\\\
+            \\operatorname{Conv}(X W_V), \\qquad \\beta = \\sigma(X W_\\beta), \\;
+            \\alpha = \\sigma(X W_\\alpha), \\\\
         \\operatorname{head}_h &= \\operatorname{LinearAttention}(Q_h, K_h, V_h)
             \\;\\text{or}\\; \\operatorname{DeltaRule}(Q_h / \\lVert Q_h \\rVert,
-            K_h / \\lVert K_h \\rVert, V_h, \\beta_h), \\\\
+            K_h / \\lVert K_h \\rVert, V_h, \\beta_h, \\alpha_h), \\\\
         \\text{output} &= \\operatorname{Concat}_h(\\operatorname{head}_h) W_O
         \\end{aligned}
 
@@ -679,9 +680,12 @@ class LinearAttention(nn.Module):
     Args:
         embed_dim: ``E``.
         num_heads: ``H``; must divide ``E`` (``D = E / H``).
-        rule: ``"linear"`` (Katharopoulos et al., 2020: features ``elu + 1``, normalised) or
+        rule: ``"linear"`` (Katharopoulos et al., 2020: features ``elu + 1``, normalised),
             ``"delta"`` (DeltaNet, Schlag et al., 2021; Yang et al., 2024: queries and keys
-            L2-normalised, a write strength ``beta_t`` per head and token).
+            L2-normalised, a write strength ``beta_t`` per head and token) or
+            ``"gated_delta"`` (Gated DeltaNet, Yang et al., 2025, Qwen3-Next's linear layers:
+            also a decay ``alpha_t`` of the state per head and token, ``alpha = 1`` without;
+            here a sigmoid of the token, where Gated DeltaNet parametrises it as Mamba 2 does).
         conv_size: the convolution's width (4 in DeltaNet and Qwen3-Next); 0 for none.
         chunk_size: ``C``, the chunk of the chunked forms.
         bias: biases in the linear maps.
@@ -691,7 +695,9 @@ class LinearAttention(nn.Module):
         k_proj: ``nn.Linear(E, E)``.
         v_proj: ``nn.Linear(E, E)``.
         out_proj: ``nn.Linear(E, E)``.
-        beta_proj: ``nn.Linear(E, H)`` with ``rule="delta"``, else ``None``.
+        beta_proj: ``nn.Linear(E, H)`` with a delta rule, else ``None``.
+        decay_proj: ``nn.Linear(E, H, bias=True)`` with ``rule="gated_delta"``, else ``None``;
+            its bias starts at 3 (``alpha`` about 0.95: a state that keeps what it holds).
         conv: ``nn.Conv1d(3E, 3E, conv_size, groups=3E)`` with ``conv_size > 0``, else ``None``.
 
     Shape:
@@ -699,8 +705,8 @@ class LinearAttention(nn.Module):
 
     Raises:
         ValueError: if a size is not a positive integer (``conv_size``: not a non-negative
-            one), ``E`` is not divisible by ``H``, ``rule`` is not ``"linear"`` or
-            ``"delta"``, or ``x`` has the wrong shape.
+            one), ``E`` is not divisible by ``H``, ``rule`` is not ``"linear"``, ``"delta"`` or
+            ``"gated_delta"``, or ``x`` has the wrong shape.
         TypeError: if ``x`` is not a float tensor of the layer's dtype.
 
     Example:
@@ -731,8 +737,8 @@ class LinearAttention(nn.Module):
                 f"embed_dim must be divisible by num_heads; got embed_dim={embed_dim}, "
                 f"num_heads={num_heads}"
             )
-        if rule not in ("linear", "delta"):
-            raise ValueError(f"rule must be 'linear' or 'delta'; got {rule!r}")
+        if rule not in ("linear", "delta", "gated_delta"):
+            raise ValueError(f"rule must be 'linear', 'delta' or 'gated_delta'; got {rule!r}")
         if conv_size != 0:
             check_positive_int("conv_size", conv_size)
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
@@ -742,7 +748,11 @@ class LinearAttention(nn.Module):
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (
             nn.Linear(E, E, bias=bias) for _ in range(4)
         )
-        self.beta_proj = nn.Linear(E, num_heads, bias=bias) if rule == "delta" else None
+        self.beta_proj = nn.Linear(E, num_heads, bias=bias) if rule != "linear" else None
+        self.decay_proj = None
+        if rule == "gated_delta":
+            self.decay_proj = nn.Linear(E, num_heads)
+            nn.init.constant_(self.decay_proj.bias, 3.0)
         self.conv = None
         if conv_size:
             self.conv = nn.Conv1d(3 * E, 3 * E, conv_size, groups=3 * E, padding=conv_size - 1)
@@ -782,8 +792,11 @@ class LinearAttention(nn.Module):
             out, _ = linear_attention_chunked(q, k, v, chunk_size=self.chunk_size)
         else:
             beta = torch.sigmoid(self.beta_proj(x)).transpose(1, 2)  # (N, H, L)
+            decay = None
+            if self.decay_proj is not None:
+                decay = torch.sigmoid(self.decay_proj(x)).transpose(1, 2)  # (N, H, L)
             q = F.normalize(q, dim=-1)  # the keys are normalised by the delta rule
-            out, _ = delta_rule_chunked(q, k, v, beta, chunk_size=self.chunk_size)
+            out, _ = delta_rule_chunked(q, k, v, beta, decay=decay, chunk_size=self.chunk_size)
         out = out.transpose(1, 2).reshape(N, L, E)  # (N, H, L, D) -> (N, L, H*D)
         return self.out_proj(out)  # (N, L, E)
 
