@@ -2,10 +2,11 @@
 
 Writes ``data/odyssey_lm/`` (atomically): ``model.pt`` (the main word model of seed 0, float32),
 ``vocab.txt`` (its words, index order, ``<unk>`` first), ``bpe_model.pt`` (the BPE model of
-seed 0), ``merges.txt`` (the BPE merges, learned on the training books by
-:func:`attnlib.bpe.train_bpe`) and ``results.json``: the settings, every run (model x seed:
-its loss curve, validation and test scores, seconds, threads and machine), and the count
-models. ``tests/test_odyssey_lm.py`` checks the files against this script.
+seed 0), ``sink_model.pt`` and ``gate_model.pt`` (:data:`WEIGHTS`), ``merges.txt`` (the BPE
+merges, learned on the training books by :func:`attnlib.bpe.train_bpe`) and ``results.json``:
+the settings, every run (model x seed: its loss curve, validation and test scores, seconds,
+threads and machine), and the count models. ``tests/test_odyssey_lm.py`` checks the files
+against this script.
 
     .venv/bin/python scripts/train_odyssey.py                     # everything (make odyssey-lm)
     .venv/bin/python scripts/train_odyssey.py --only main --seeds 0 --steps 200 --out /tmp/lm
@@ -93,8 +94,24 @@ VARIANTS = {
     # and multi-head latent attention caching 25 numbers a token and layer instead of 100
     "local_global": {"window": [16, None]},
     "mla": {"latent_dim": 25},
+    # attention as 2025 models train it (the chapter "Attention in today's models"): QK-norm,
+    # a soft cap of 10 (about half the main model's largest logit, 22.6: a cap that binds),
+    # a learned sink logit per head, an output gate
+    "qk_norm": {"qk_norm": True},
+    "softcap": {"softcap": 10.0},
+    "sink": {"sink": True},
+    "gate": {"gate": True},
 }
+OPTIONS = ("latent_dim", "qk_norm", "softcap", "sink", "gate")  # off unless a variant sets them
 SEEDS = (0, 1, 2)
+# the weights kept in data/odyssey_lm/: file -> (model, seed). The sink and gate models of seed
+# 2 (the first seed whose weights were kept) show their heatmaps in "Attention in today's models"
+WEIGHTS = {
+    "model.pt": ("main", 0),
+    "bpe_model.pt": ("bpe", 0),
+    "sink_model.pt": ("sink", 2),
+    "gate_model.pt": ("gate", 2),
+}
 NUM_MERGES = 3000
 EVAL_EVERY = 250
 REPLAY_STEPS = 20  # the first losses of each run, which tests/test_odyssey_lm.py replays
@@ -189,7 +206,7 @@ def make_model(config: dict, vocab_size: int, seed: int, embeddings=None) -> Lan
         window=config["window"],
         embeddings=embeddings if config["glove"] else None,
         freeze_embeddings=config["freeze_embeddings"],
-        latent_dim=config.get("latent_dim"),
+        **{k: config[k] for k in OPTIONS if k in config},
     )
     if config["norm"] == "post":
         E, H = config["embed_dim"], config["num_heads"]
@@ -202,6 +219,41 @@ def make_model(config: dict, vocab_size: int, seed: int, embeddings=None) -> Lan
 
 
 # ---- training -----------------------------------------------------------------------------
+@torch.no_grad()
+def attention_stats(model, windows) -> dict | None:
+    """The largest attention logit and the sink mass of ``model`` on ``windows`` ``(B, L)``.
+
+    ``max_logit``: the largest ``q^ . k^ / sqrt(D)`` over the layers, heads and the causal
+    pairs (before any soft cap, :meth:`attnlib.MultiHeadAttention.scores`); ``sink_mass``: the
+    mean weight on a window's first token, over layers, heads and the queries ``1 .. L-1`` (the
+    first query has no other token). ``None`` for blocks that are not pre-LN multi-head attention.
+    """
+    from attnlib import MultiHeadAttention
+
+    if not all(isinstance(b.attn, MultiHeadAttention) and hasattr(b, "ln1") for b in model.blocks):
+        return None
+    if any(type(b).__name__ == "PostNormDecoderBlock" for b in model.blocks):
+        return None
+    was_training = model.training
+    model.eval()
+    inputs = []  # each block's attention input, LN_1(x)
+    hooks = [b.ln1.register_forward_hook(lambda m, i, o: inputs.append(o)) for b in model.blocks]
+    try:
+        _, weights = model(windows, need_weights=True)  # per layer (B, H, L, L)
+    finally:
+        for h in hooks:
+            h.remove()
+    L = windows.shape[1]
+    causal = torch.ones(L, L, dtype=torch.bool, device=windows.device).tril()
+    max_logit = max(
+        b.attn.scores(y).masked_fill(~causal, float("-inf")).max().item()
+        for b, y in zip(model.blocks, inputs)
+    )
+    sink_mass = torch.stack([w[:, :, 1:, 0].mean() for w in weights]).mean().item()
+    model.train(was_training)
+    return {"max_logit": max_logit, "sink_mass": sink_mass}
+
+
 def train(
     model,
     train_ids,
@@ -248,7 +300,9 @@ def train(
             min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))
         ),
     )
-    curve = {"step": [], "train_loss": [], "valid_ppl": []}
+    curve = {"step": [], "train_loss": [], "valid_ppl": [], "max_logit": [], "sink_mass": []}
+    count = min(32, len(valid_ids) // context)
+    windows = valid_ids[: count * context].view(count, context)  # (B, L), for attention_stats
     losses = []
     model.train()
     start = time.perf_counter()
@@ -268,9 +322,14 @@ def train(
             curve["step"].append(step)
             curve["train_loss"].append(sum(losses[-eval_every:]) / len(losses[-eval_every:]))
             curve["valid_ppl"].append(valid)
+            stats = attention_stats(model, windows)
+            for key in ("max_logit", "sink_mass"):
+                curve[key].append(None if stats is None else stats[key])
             log(
                 f"  step {step:5d}  train loss {curve['train_loss'][-1]:.3f}  "
-                f"valid ppl {valid:7.2f}  ({time.perf_counter() - start:.0f} s)"
+                f"valid ppl {valid:7.2f}  max logit "
+                f"{'-' if stats is None else format(stats['max_logit'], '.1f')}  "
+                f"({time.perf_counter() - start:.0f} s)"
             )
     return curve, losses
 
@@ -408,8 +467,8 @@ def merge(folders: list[Path], out: Path) -> None:
             if name == "bpe" and part["data"] != results["data"]:
                 raise SystemExit(f"{folder}: its BPE data differs from {folders[first]}'s")
             results["runs"].setdefault(name, {}).update(seeds)
-        for weights, name in (("model.pt", "main"), ("bpe_model.pt", "bpe")):
-            if "0" in part["runs"].get(name, {}) and folder.resolve() != out.resolve():
+        for weights, (name, seed) in WEIGHTS.items():
+            if str(seed) in part["runs"].get(name, {}) and folder.resolve() != out.resolve():
                 state = torch.load(folder / weights, weights_only=True)
                 with atomic_path(out / weights) as tmp:
                     torch.save(state, tmp)
@@ -512,10 +571,9 @@ def main(argv=None) -> None:
             model, record = run(name, seed, data, args.steps, overrides, device, log=say)
             if rank == 0:
                 results["runs"].setdefault(name, {})[str(seed)] = record
-                if seed == 0 and name in ("main", "bpe"):
-                    save_weights(
-                        args.out / ("model.pt" if name == "main" else "bpe_model.pt"), model
-                    )
+                for weights, kept in WEIGHTS.items():
+                    if kept == (name, seed):
+                        save_weights(args.out / weights, model)
                 save_results(args.out, results)  # after every run: an interrupted run keeps them
     if dist.is_initialized():
         dist.destroy_process_group()

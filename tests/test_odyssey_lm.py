@@ -15,7 +15,7 @@ from attnlib.corpus import token_log_probs
 
 ROOT = Path(__file__).resolve().parents[1]
 LM_DIR = ROOT / "data" / "odyssey_lm"
-FILES = {"model.pt", "bpe_model.pt", "merges.txt", "results.json", "vocab.txt"}
+FILES = {"merges.txt", "results.json", "vocab.txt", *script.WEIGHTS}
 
 
 @pytest.fixture(scope="module")
@@ -74,18 +74,19 @@ def test_results_describe_every_run(results, data):
                 assert math.isclose(run[part]["ppl"], math.exp(nats / (tokens - 1)), rel_tol=1e-12)
 
 
-def stored_model(name: str, results, data):
-    config = results["runs"][name]["0"]["config"]
+def stored_model(weights: str, results, data):
+    name, seed = script.WEIGHTS[weights]
+    config = results["runs"][name][str(seed)]["config"]
     model = script.make_model(dict(config, glove=False), data.vocab_size(config["tokens"]), 0)
-    weights = "model.pt" if name == "main" else "bpe_model.pt"
     model.load_state_dict(torch.load(LM_DIR / weights, weights_only=True))
     return model, config
 
 
-@pytest.mark.parametrize("name", ["main", "bpe"])
-def test_weights_reproduce_the_stored_scores(results, data, name):
-    model, config = stored_model(name, results, data)
-    stored = results["runs"][name]["0"]
+@pytest.mark.parametrize("weights", list(script.WEIGHTS))
+def test_weights_reproduce_the_stored_scores(results, data, weights):
+    model, config = stored_model(weights, results, data)
+    name, seed = script.WEIGHTS[weights]
+    stored = results["runs"][name][str(seed)]
     for part in ("valid", "test"):
         ids = data.ids[config["tokens"]][part]
         nats = -token_log_probs(model, ids, config["context"]).sum().item()
@@ -145,7 +146,7 @@ def test_every_cache_reproduces_the_trained_model(results, data):
     from attnlib.decoding import PreallocatedCache, RollingCache, SinkCache
     from attnlib.paged import BlockPool, PagedModelCache
 
-    model, config = stored_model("main", results, data)
+    model, config = stored_model("model.pt", results, data)
     model.eval()
     ids = data.ids["words"]["test"][:64].unsqueeze(0)  # (1, 64)
     windowed = script.make_model(dict(config, glove=False, window=16), data.vocab_size("words"), 0)
@@ -161,3 +162,44 @@ def test_every_cache_reproduces_the_trained_model(results, data):
         for lm, cache in cases:
             steps = torch.cat([lm(ids[:, t : t + 1], cache=cache)[0] for t in range(64)], dim=1)
             torch.testing.assert_close(steps, lm(ids)[0])
+
+
+def test_attention_stats_by_hand():
+    """Queries of zero (no weight, no bias): every logit is 0 and each query spreads its
+    weight evenly, so query t puts 1/(t+1) on the first token."""
+    torch.manual_seed(0)
+    model = script.make_model(dict(script.BASE, glove=False), 40, 0)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.q_proj.weight.zero_()
+            block.attn.q_proj.bias.zero_()
+    windows = torch.randint(0, 40, (3, 9))
+    stats = script.attention_stats(model, windows)
+    assert stats["max_logit"] == 0.0
+    assert math.isclose(stats["sink_mass"], sum(1 / (t + 1) for t in range(1, 9)) / 8, rel_tol=1e-6)
+    assert model.training  # as it was
+    post = script.make_model(dict(script.BASE, glove=False, norm="post"), 40, 0)
+    assert script.attention_stats(post, windows) is None  # not pre-LN multi-head attention
+
+
+@pytest.mark.parametrize("name", ["qk_norm", "softcap", "sink", "gate"])
+def test_the_attention_variants_replay_and_log_their_logits(results, data, name):
+    config = results["runs"][name]["0"]["config"]
+    ids = data.ids["words"]
+    model = script.make_model(config, data.vocab_size("words"), 0, script.glove_matrix(data.vocab))
+    _, losses = script.train(
+        model,
+        ids["train"],
+        ids["valid"],
+        **{k: config[k] for k in ("steps", "context", "batch_size", "lr", "weight_decay")},
+        seed=0,
+        stop_after=5,
+        log=lambda line: None,
+    )
+    stored = results["runs"][name]["0"]["replay_losses"][:5]
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(stored), rtol=1e-4, atol=1e-4)
+    for run in results["runs"][name].values():
+        curve = run["curve"]
+        assert len(curve["max_logit"]) == len(curve["sink_mass"]) == len(curve["step"])
+        assert all(0 < m < 100 for m in curve["max_logit"])
+        assert all(0 < s < 1 for s in curve["sink_mass"])
