@@ -8,7 +8,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 
 .PHONY: help env book test unittest nbval nbval-portable gpu-check lint sitetest chromium \
-    execute clean distclean odyssey-lm pointer-heads induction-model texts \
+    execute clean distclean odyssey-lm recall lr-stability pointer-heads induction-model texts \
     lock colab-cells
 
 help:
@@ -29,8 +29,11 @@ help:
 	@echo "make lock       regenerate requirements.txt and binder/requirements.txt (pip-compile)"
 	@echo "make colab-cells  rewrite the Colab cell (cell 0) of every chapter from its template"
 	@echo "make texts      rewrite data/odyssey.txt and data/iliad.txt from data/raw/"
-	@echo "make odyssey-lm retrain the Odyssey language models into data/odyssey_lm/ (30 runs,"
-	@echo "                3 h on 2 cores; tests/test_odyssey_lm.py checks the result)"
+	@echo "make odyssey-lm retrain the Odyssey language models into data/odyssey_lm/ (42 runs,"
+	@echo "                4 h on 2 cores; tests/test_odyssey_lm.py checks the result)"
+	@echo "make lr-stability  the learning rates at which attention breaks (9 runs, 15 min)"
+	@echo "make recall     retrain the recall benchmark's 17 models into data/recall/ (about"
+	@echo "                40 min on one core; tests/test_recall.py checks the result)"
 	@echo "make pointer-heads  retrain the two pointer heads of the training chapter"
 	@echo "make induction-model  retrain the induction chapter's model into data/induction/"
 
@@ -116,6 +119,7 @@ SLOW_FIRST := $(wildcard chapters/induction_heads.ipynb chapters/08_efficient_at
 NBVAL_OKS := $(patsubst chapters/%.ipynb,$(NBVAL_DIR)/%.ok,\
     $(SLOW_FIRST) $(filter-out $(SLOW_FIRST),$(NOTEBOOKS)))
 NBVAL_DEPS := $(wildcard lib/attnlib/*.py) $(wildcard data/*) $(wildcard data/odyssey_lm/*) \
+    $(wildcard data/recall/*) scripts/train_recall.py \
     tests/nbval_sanitize.cfg scripts/nbval_chapter.py scripts/nbval_numbers.py \
     scripts/train_odyssey.py scripts/_atomic.py
 
@@ -166,6 +170,15 @@ texts: env
 # each (deterministic: seeded draws), and writes data/odyssey_lm/ atomically.
 odyssey-lm: env
 	$(BIN)/python scripts/train_odyssey.py --jobs $(JOBS)
+
+# Multi-query associative recall: five token mixers, memories of several sizes, one thread
+# (deterministic; tests/test_recall.py replays the first steps).
+recall: env
+	$(BIN)/python scripts/train_recall.py
+
+# The Odyssey model, QK-norm and a soft cap at three learning rates (tests/test_lr_stability.py).
+lr-stability: env
+	$(BIN)/python scripts/lr_stability.py
 
 # The two pointer heads of the chapter "Training attention", which chapters 5-7 load and the
 # explorer runs (seconds, one thread; the chapter and tests/test_pointer_heads.py check them).
