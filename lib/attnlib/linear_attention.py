@@ -759,8 +759,9 @@ class LinearAttention(nn.Module):
 
     @property
     def state_size(self) -> int:
-        """The numbers one sequence keeps per layer when decoding, whatever its length: a
-        ``D x D`` state per head (``+ D`` for linear attention's normaliser) and the last
+        """The numbers one sequence keeps per layer when decoding, whatever its length.
+
+        A ``D x D`` state per head (``+ D`` for linear attention's normaliser) and the last
         ``conv_size - 1`` inputs of the convolution."""
         H, D = self.num_heads, self.head_dim
         per_head = D * D + (D if self.rule == "linear" else 0)
