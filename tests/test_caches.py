@@ -299,7 +299,10 @@ def test_model_cache_rules_for_windows():
         model(ids, cache=ModelCache(3))
     with pytest.raises(ValueError, match=r"window=None .* got window=5 in layer 1" + hint):
         model(ids, cache=ModelCache([RollingCache(2), RollingCache(5), RollingCache(3)]))
-    with pytest.raises(ValueError, match=r"window=2 .* got window=2 in layer 0"):
+    with pytest.raises(
+        ValueError,
+        match=r"window=2 .* got a SinkCache with sinks=1 in layer 0: .* use RollingCache\(window\)",
+    ):
         model(ids, cache=ModelCache([SinkCache(2, sinks=1), KVCache(), RollingCache(3)]))
     # a SinkCache on a global layer is StreamingLLM's approximation, taken on purpose
     model(ids, cache=ModelCache([RollingCache(2), SinkCache(2, sinks=1), RollingCache(3)]))

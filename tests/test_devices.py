@@ -25,8 +25,22 @@ from attnlib import (
     scaled_dot_product_attention,
     softmax,
 )
-from attnlib.decoding import KVCache, sliding_window_mask
+from attnlib.decoding import (
+    KVCache,
+    PreallocatedCache,
+    RollingCache,
+    SinkCache,
+    sliding_window_mask,
+)
 from attnlib.efficient import tiled_attention
+from attnlib.encoder import Encoder
+from attnlib.latent import MultiHeadLatentAttention
+from attnlib.linear_attention import (
+    LinearAttention,
+    delta_rule_chunked,
+    linear_attention_chunked,
+)
+from attnlib.paged import BlockPool, PagedModelCache
 from attnlib.positions import alibi_bias, rotary_embedding, sinusoidal_encoding
 
 E, H, N, L, S = 12, 3, 2, 5, 7
@@ -216,6 +230,120 @@ def test_backward(device):
     model.to(device)
     model(ids.to(device))[0].sum().backward()
     _same([p.grad for p in model.parameters()], grads_cpu, device)
+
+
+@pytest.mark.parametrize(
+    "option", [{"qk_norm": True}, {"softcap": 2.0}, {"sink": True}, {"gate": True}]
+)
+def test_attention_variants(device, option):
+    """QK-norm, the soft cap, the sink logit and the output gate (random sink and gate)."""
+    torch.manual_seed(0)
+    module = MultiHeadAttention(E, H, num_kv_heads=1, positions="rope", **option).eval()
+    for p in module.parameters():
+        p.data.add_(0.1 * torch.randn_like(p))  # the sink and the norms away from their init
+    x = torch.randn(N, L, E)
+    on_cpu = module(x, mask=causal_mask(L), need_weights=True), module.scores(x)
+    module.to(device)
+    moved = _to(x, device)
+    _same(
+        (
+            module(moved, mask=causal_mask(L, device=device), need_weights=True),
+            module.scores(moved),
+        ),
+        on_cpu,
+        device,
+    )
+
+
+def test_linear_attention_forms(device):
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(N, H, 11, 4, generator=g) for _ in range(3))
+    beta = torch.rand(N, H, 11, generator=g)
+    alpha = 0.5 + 0.5 * torch.rand(N, H, 11, generator=g)
+    qn, kn = torch.nn.functional.normalize(q, dim=-1), torch.nn.functional.normalize(k, dim=-1)
+    on_cpu = (
+        linear_attention_chunked(q, k, v, chunk_size=4),
+        delta_rule_chunked(qn, kn, v, beta, decay=alpha, chunk_size=4),
+    )
+    moved = _to((q, k, v, qn, kn, beta, alpha), device)
+    _same(
+        (
+            linear_attention_chunked(*moved[:3], chunk_size=4),
+            delta_rule_chunked(*moved[3:5], moved[2], moved[5], decay=moved[6], chunk_size=4),
+        ),
+        on_cpu,
+        device,
+    )
+
+
+@pytest.mark.parametrize("rule", ["linear", "delta", "gated_delta"])
+def test_linear_attention_layer(device, rule):
+    """The layer forward and backward (the training path) on the device."""
+    torch.manual_seed(0)
+    module = LinearAttention(E, H, rule=rule, chunk_size=4, bias=True)
+    x = torch.randn(N, 9, E)
+    out = module(x)
+    out.square().sum().backward()
+    on_cpu = [out.detach()] + [p.grad.clone() for p in module.parameters()]
+    module.zero_grad()
+    module.to(device)
+    out = module(x.to(device))
+    out.square().sum().backward()
+    _same([out.detach()] + [p.grad for p in module.parameters()], on_cpu, device)
+
+
+def test_latent_attention_with_cache(device):
+    """Multi-head latent attention (decoupled RoPE) whole, and one token at a time from a cache."""
+    torch.manual_seed(0)
+    module = MultiHeadLatentAttention(E, H, latent_dim=6, rope_dim=2, bias=True).eval()
+    x = torch.randn(N, L, E)
+    on_cpu, _ = module(x, mask=causal_mask(L))
+    module.to(device)
+    cache = KVCache()
+    steps = [module(x[:, i : i + 1].to(device), cache=cache)[0] for i in range(L)]
+    _same(torch.cat(steps, dim=1), on_cpu, device)
+
+
+CACHES = {
+    "preallocated": lambda: [PreallocatedCache(16) for _ in range(2)],
+    "rolling": lambda: [RollingCache(3) for _ in range(2)],
+    "sink": lambda: [SinkCache(3, sinks=1) for _ in range(2)],
+    "paged": lambda: [BlockPool(8, 2) for _ in range(2)],
+}
+
+
+@pytest.mark.parametrize("kind", list(CACHES))
+def test_cache_classes(device, kind):
+    """A model fed one token at a time through each cache class: the CPU's logits."""
+    torch.manual_seed(0)
+    window = 3 if kind == "rolling" else None
+    model = LanguageModel(23, E, H, 2, max_len=16, positions="rope", window=window).eval()
+    ids = torch.randint(0, 23, (1, 7))
+
+    def run(where):
+        made = CACHES[kind]()
+        cache = PagedModelCache(made) if kind == "paged" else ModelCache(made)
+        steps = [model.to(where)(ids[:, i : i + 1].to(where), cache=cache)[0] for i in range(7)]
+        return torch.cat(steps, dim=1)
+
+    on_cpu = run(torch.device("cpu"))
+    _same(run(device), on_cpu, device)
+
+
+def test_encoder(device):
+    """The BERT-style encoder with a padding mask and every layer's weights."""
+    torch.manual_seed(0)
+    model = Encoder(31, E, H, 2, max_len=16).eval()
+    ids = torch.randint(0, 31, (N, L))
+    attention_mask = torch.ones(N, L, dtype=torch.long)
+    attention_mask[1, 3:] = 0
+    on_cpu = model(ids, attention_mask=attention_mask, need_weights=True)
+    model.to(device)
+    _same(
+        model(*_to((ids,), device), attention_mask=attention_mask.to(device), need_weights=True),
+        on_cpu,
+        device,
+    )
 
 
 @pytest.mark.skipif(CUDA, reason="a CUDA device is here: make gpu-check runs for real")

@@ -518,7 +518,15 @@ def check_model_cache(
     for i, (layer, window) in enumerate(zip(cache.layers, windows)):
         if layer.streaming and window is None:
             continue  # a SinkCache on a global layer: StreamingLLM's approximation, on purpose
-        if layer.window != window or layer.sinks:
+        if layer.sinks:
+            raise ValueError(
+                f"cache must keep the model's window={window} (sliding-window attention) in every "
+                f"layer; got a SinkCache with sinks={layer.sinks} in layer {i}: a SinkCache "
+                "(StreamingLLM) stands in for a layer without a window; for a windowed layer use "
+                "RollingCache(window) or "
+                "KVCache(window=window)"
+            )
+        if layer.window != window:
             raise ValueError(
                 f"cache must keep the model's window={window} (sliding-window attention) in every "
                 f"layer; got window={layer.window} in layer {i}: {hint}"
