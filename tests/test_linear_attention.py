@@ -12,7 +12,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from attnlib import LanguageModel, TransformerBlock, causal_mask
+from attnlib.decoding import KVCache
 from attnlib.linear_attention import (
+    LinearAttention,
+    StateCache,
     delta_rule,
     delta_rule_chunked,
     delta_rule_recurrent,
@@ -329,7 +333,6 @@ def test_bad_types_and_options():
 
 # ---- the layer -------------------------------------------------------------------------------
 
-from attnlib.linear_attention import LinearAttention  # noqa: E402
 
 E_LAYER, H_LAYER = 12, 3  # D = 4
 
@@ -415,3 +418,122 @@ def test_layer_bad_inputs():
         m(torch.randn(2, 5, 7))
     with pytest.raises(TypeError, match=r"x .*float64"):
         m(torch.randn(2, 5, E_LAYER, dtype=torch.float64))
+
+
+# ---- the layer in a language model: a StateCache decodes -------------------------------------
+
+LM_LINEAR = ["linear", "delta", "gated_delta", ["gated_delta", None], [None, "delta"]]
+
+
+def _lm(linear, positions="learned", dtype=torch.float32):
+    torch.manual_seed(0)
+    model = LanguageModel(23, 12, 3, 2, max_len=32, positions=positions, linear=linear)
+    return model.to(dtype).eval()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("positions", ["learned", "rope", None])
+@pytest.mark.parametrize("linear", LM_LINEAR, ids=str)
+def test_model_with_linear_layers_cached_equals_one_pass(linear, positions, dtype):
+    """Fed in chunks of 4, 1, 0, 6 and 2 tokens through model.new_cache(): one pass's logits."""
+    model = _lm(linear, positions, dtype)
+    ids = torch.randint(0, 23, (2, 13), generator=torch.Generator().manual_seed(1))
+    full, weights = model(ids, need_weights=True)
+    rules = model.linear
+    assert [w is None for w in weights] == [r is not None for r in rules]
+    cache = model.new_cache()
+    assert [type(c) for c in cache.layers] == [
+        StateCache if r is not None else KVCache for r in rules
+    ]
+    steps, start = [], 0
+    for size in (4, 1, 0, 6, 2):
+        steps.append(model(ids[:, start : start + size], cache=cache)[0])
+        start += size
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, **tol(dtype))
+    assert cache.length == 13
+
+
+@pytest.mark.parametrize("linear", LM_LINEAR, ids=str)
+def test_model_with_linear_layers_generates_the_same_with_and_without_a_cache(linear):
+    model = _lm(linear, "rope")
+    prompt = torch.tensor([[3, 1, 4]])
+    greedy = model.generate(prompt, 8, temperature=0)
+    assert torch.equal(greedy, model.generate(prompt, 8, temperature=0, use_cache=False))
+    draws = [
+        model.generate(prompt, 8, top_k=5, generator=torch.Generator().manual_seed(3), use_cache=c)
+        for c in (True, False)
+    ]
+    assert torch.equal(*draws)
+
+
+@pytest.mark.parametrize("rule", ["linear", "delta", "gated_delta"])
+def test_state_cache_keeps_a_fixed_size_counted_by_hand(rule):
+    """H D^2 (+ H D for linear attention's z) numbers of state and 3 E (conv_size - 1) inputs
+    per sequence and layer, float32: the same after 5 tokens as after 30."""
+    model = _lm(rule)
+    E, H, D, N = 12, 3, 4, 2
+    per_layer = (H * D * D + (H * D if rule == "linear" else 0) + 3 * E * 3) * N * 4
+    assert per_layer == N * 4 * model.blocks[0].attn.state_size
+    cache = model.new_cache()
+    ids = torch.randint(0, 23, (N, 30), generator=torch.Generator().manual_seed(0))
+    model(ids[:, :5], cache=cache)
+    assert cache.nbytes == 2 * per_layer
+    model(ids[:, 5:], cache=cache)
+    assert cache.nbytes == 2 * per_layer and cache.length == 30
+
+
+def test_a_hybrid_cache_grows_in_its_softmax_layer_only():
+    model = _lm(["gated_delta", None])
+    cache = model.new_cache()
+    model(torch.zeros(1, 5, dtype=torch.long), cache=cache)
+    fixed, grown = cache.layers[0].nbytes, cache.layers[1].nbytes
+    model(torch.zeros(1, 7, dtype=torch.long), cache=cache)
+    assert cache.layers[0].nbytes == fixed
+    assert cache.layers[1].nbytes == grown * 12 // 5  # a key and a value per token: (N, H, S, D)
+
+
+def test_the_model_keeps_the_gated_decay_bias():
+    """LanguageModel's GPT-2 initialisation zeroes biases; the decay's stays at 3."""
+    model = _lm("gated_delta")
+    for block in model.blocks:
+        torch.testing.assert_close(block.attn.decay_proj.bias, torch.full((3,), 3.0))
+        assert not block.attn.q_proj.bias.any()
+
+
+def test_linear_layer_with_a_state_cache_in_pieces():
+    torch.manual_seed(0)
+    layer = LinearAttention(12, 3, rule="gated_delta", bias=True).double().eval()
+    x = torch.randn(2, 9, 12, dtype=torch.float64)
+    cache = StateCache()
+    pieces = [layer(x[:, a:b], cache=cache) for a, b in ((0, 3), (3, 3), (3, 4), (4, 9))]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), layer(x), **TIGHT)
+    assert repr(cache) == "StateCache(nbytes=2496, length=9, key shape=(2, 3, 4, 4))"
+
+
+def test_linear_layers_bad_arguments():
+    with pytest.raises(ValueError, match=r"linear must be None, one of 'linear', .* got 'soft'"):
+        LanguageModel(23, 12, 3, 2, max_len=8, linear="soft")
+    with pytest.raises(ValueError, match=r"a list of one of them or None per layer \(2\); got"):
+        LanguageModel(23, 12, 3, 2, max_len=8, linear=["delta"])
+    with pytest.raises(ValueError, match=r"window must be None for a linear-attention layer .*"):
+        LanguageModel(23, 12, 3, 2, max_len=8, linear=["delta", None], window=[4, None])
+    with pytest.raises(ValueError, match=r"takes none of .* got positions='rope', qk_norm"):
+        TransformerBlock(12, 3, linear="delta", positions="rope", qk_norm=True)
+    block = TransformerBlock(12, 3, linear="delta")
+    with pytest.raises(ValueError, match=r"mask must be None for a linear-attention block"):
+        block(torch.randn(5, 12), mask=causal_mask(5))
+    with pytest.raises(TypeError, match=r"cache must be an attnlib.linear_attention.StateCache"):
+        block(torch.randn(5, 12), cache=KVCache())
+    with pytest.raises(TypeError, match=r"cache must be an attnlib.linear_attention.StateCache"):
+        LinearAttention(12, 3)(torch.randn(5, 12), cache=KVCache())
+    model = _lm(["delta", None])
+    with pytest.raises(TypeError, match=r"got KVCache in layer 0 \(linear='delta'\)"):
+        model(torch.zeros(1, 2, dtype=torch.long), cache=_lm(None).new_cache())
+    with pytest.raises(TypeError, match=r"got StateCache in layer 1 \(softmax attention\)"):
+        model(torch.zeros(1, 2, dtype=torch.long), cache=_lm("delta").new_cache())
+    with pytest.raises(TypeError, match=r"a StateCache holds a linear-attention layer's state"):
+        StateCache().update(torch.zeros(1, 1, 1, 4), torch.zeros(1, 1, 1, 4))
+    cache = model.new_cache()
+    model(torch.zeros(2, 3, dtype=torch.long), cache=cache)
+    with pytest.raises(ValueError, match=r"holds keys of shape \(N=2, G=3, S=4, D=4\); .*N=1"):
+        model(torch.zeros(1, 1, dtype=torch.long), cache=cache)

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib._checks import (
+    check_cache_fits,
     check_module_input,
     check_positive_int,
     check_real,
@@ -46,9 +47,11 @@ from attnlib._checks import (
     check_tensor,
     shape_str,
 )
+from attnlib.decoding import Cache
 
 __all__ = [
     "LinearAttention",
+    "StateCache",
     "delta_rule",
     "delta_rule_chunked",
     "delta_rule_recurrent",
@@ -767,8 +770,13 @@ class LinearAttention(nn.Module):
         per_head = D * D + (D if self.rule == "linear" else 0)
         return H * per_head + max(self.conv_size - 1, 0) * 3 * self.embed_dim
 
-    def forward(self, x: Tensor) -> Tensor:
-        """The layer on ``x`` ``(L, E)`` or ``(N, L, E)``, causal."""
+    def forward(self, x: Tensor, *, cache: StateCache | None = None) -> Tensor:
+        """The layer on ``x`` ``(L, E)`` or ``(N, L, E)``, causal.
+
+        With ``cache=`` (a :class:`StateCache`), ``x`` holds only the new tokens: they start
+        from the state and the convolution's inputs the cache keeps, and the cache then keeps
+        those after them, so that a text fed in pieces gives the output of one pass.
+        """
         check_tensor("x", x, (2, 3))
         check_module_input("x", x, self.out_proj.weight)
         if x.shape[-1] != self.embed_dim:
@@ -776,28 +784,46 @@ class LinearAttention(nn.Module):
             raise ValueError(
                 f"x must have shape ({n}L, E={self.embed_dim}); got {shape_str(x.shape)}"
             )
+        _check_state_cache(cache, self, x.shape[0] if x.dim() == 3 else 1, x)
         batched = x.dim() == 3
-        out = self._forward(x if batched else x.unsqueeze(0))  # (N, L, E)
+        out = self._forward(x if batched else x.unsqueeze(0), cache)  # (N, L, E)
         return out if batched else out.squeeze(0)
 
-    def _forward(self, x: Tensor) -> Tensor:
+    def _forward(self, x: Tensor, cache: StateCache | None = None) -> Tensor:
         N, L, E = x.shape
         if L == 0:  # no token (F.conv1d refuses an empty sequence): an empty output
             return x.new_zeros(N, 0, E)
         qkv = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)  # (N, L, 3E)
-        if self.conv is not None:  # causal: padded on both sides, keep the first L outputs
+        if self.conv is not None and cache is None:  # padded on both sides: keep the first L
             qkv = self.conv(qkv.transpose(1, 2))[..., :L].transpose(1, 2)  # (N, L, 3E)
+        elif self.conv is not None:  # the kept inputs before the new ones, no padding
+            kept = (
+                cache.conv
+                if cache.conv is not None
+                else qkv.new_zeros(N, self.conv_size - 1, 3 * E)
+            )
+            inputs = torch.cat([kept, qkv], dim=1)  # (N, conv_size - 1 + L, 3E)
+            cache.conv = inputs[:, L:].clone()  # (N, conv_size - 1, 3E): the last inputs
+            qkv = F.conv1d(
+                inputs.transpose(1, 2), self.conv.weight, self.conv.bias, groups=3 * E
+            ).transpose(1, 2)  # (N, L, 3E)
         H, D = self.num_heads, self.head_dim
         q, k, v = qkv.view(N, L, 3, H, D).permute(2, 0, 3, 1, 4)  # 3 x (N, H, L, D)
+        state = None if cache is None else cache.state
         if self.rule == "linear":
-            out, _ = linear_attention_chunked(q, k, v, chunk_size=self.chunk_size)
+            out, state = linear_attention_chunked(q, k, v, chunk_size=self.chunk_size, state=state)
         else:
             beta = torch.sigmoid(self.beta_proj(x)).transpose(1, 2)  # (N, H, L)
             decay = None
             if self.decay_proj is not None:
                 decay = torch.sigmoid(self.decay_proj(x)).transpose(1, 2)  # (N, H, L)
             q = F.normalize(q, dim=-1)  # the keys are normalised by the delta rule
-            out, _ = delta_rule_chunked(q, k, v, beta, decay=decay, chunk_size=self.chunk_size)
+            out, state = delta_rule_chunked(
+                q, k, v, beta, decay=decay, chunk_size=self.chunk_size, state=state
+            )
+        if cache is not None:
+            cache.state = state
+            cache.length += L
         out = out.transpose(1, 2).reshape(N, L, E)  # (N, H, L, D) -> (N, L, H*D)
         return self.out_proj(out)  # (N, L, E)
 
@@ -806,3 +832,89 @@ class LinearAttention(nn.Module):
             f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, rule={self.rule!r}, "
             f"conv_size={self.conv_size}, chunk_size={self.chunk_size}"
         )
+
+
+class StateCache(Cache):
+    """What a :class:`LinearAttention` layer keeps between decoding steps: its state and the
+    last ``conv_size - 1`` inputs of its convolution, a fixed size whatever the length.
+
+    A softmax layer's cache grows by a key and a value per token; this one is overwritten in
+    place of growing. :meth:`attnlib.LanguageModel.new_cache` gives one to each linear layer.
+    It has the :class:`attnlib.decoding.Cache` attributes a model checks (``length``,
+    ``window``, ``nbytes``); its ``key`` is the state ``S`` ``(N, H, D, D)``, so that the
+    model's checks of batch, heads, dtype and device apply to it. The layer updates it, not
+    :meth:`update`.
+
+    Attributes:
+        state: ``S`` ``(N, H, D, D)`` for a delta rule; ``(S, z)`` with the normaliser
+            ``z`` ``(N, H, D)`` for linear attention; ``None`` before the first step.
+        conv: the convolution's last inputs ``(N, conv_size - 1, 3E)``, or ``None``.
+
+    Raises:
+        TypeError: from :meth:`update` (the layer writes the state, not keys and values); from
+            the layer, if its state has another dtype than the step.
+        ValueError: from the layer, if its state has other heads, head size, batch size or
+            device than the step.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> layer = LinearAttention(12, 3, rule="delta").eval()
+        >>> x = torch.randn(1, 9, 12)
+        >>> cache = StateCache()
+        >>> steps = torch.cat([layer(x[:, i : i + 1], cache=cache) for i in range(9)], dim=1)
+        >>> torch.allclose(steps, layer(x), atol=1e-6), cache.length, cache.nbytes
+        (True, 9, 624)
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.state: Tensor | LinearState | None = None
+        self.conv: Tensor | None = None
+
+    @property
+    def key(self) -> Tensor | None:
+        """The state ``S`` ``(N, H, D, D)`` (what the model's cache checks read), or ``None``."""
+        return self.state[0] if isinstance(self.state, tuple) else self.state
+
+    @property
+    def value(self) -> Tensor | None:
+        """``None``: the layer keeps no values."""
+        return None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the state and the convolution's inputs."""
+        parts = self.state if isinstance(self.state, tuple) else (self.state,)
+        return sum(t.numel() * t.element_size() for t in (*parts, self.conv) if t is not None)
+
+    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Refused: a :class:`LinearAttention` layer updates its cache itself."""
+        raise TypeError(
+            "a StateCache holds a linear-attention layer's state, not keys and values: it "
+            "belongs to a LinearAttention layer (a softmax layer takes a KVCache)"
+        )
+
+    def _options(self) -> str:
+        return f"nbytes={self.nbytes}"
+
+
+def _check_state_cache(cache, layer: LinearAttention, N: int, x: Tensor) -> None:
+    """``cache`` is ``None`` or a :class:`StateCache` whose state fits ``layer``, the batch of
+    ``N`` sequences and ``x``'s dtype and device."""
+    if cache is None:
+        return
+    if not isinstance(cache, StateCache):
+        raise TypeError(
+            "cache must be an attnlib.linear_attention.StateCache for a LinearAttention layer "
+            f"(it keeps a state, not keys and values); got {type(cache).__name__}"
+        )
+    check_cache_fits(
+        "cache",
+        cache,
+        N=N,
+        kv_heads=layer.num_heads,
+        head_dim=layer.head_dim,
+        dtype=x.dtype,
+        device=x.device,
+        hint="a cache belongs to one layer and one batch; start a new StateCache()",
+    )

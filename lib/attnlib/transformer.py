@@ -37,6 +37,7 @@ from attnlib._checks import (
 from attnlib.attention import _causal_mask
 from attnlib.decoding import Cache, KVCache, _sliding_window_mask
 from attnlib.latent import MultiHeadLatentAttention
+from attnlib.linear_attention import LinearAttention, StateCache
 from attnlib.multihead import MultiHeadAttention, _check_cache
 from attnlib.positions import ALiBi, Rotary, _position_scheme, sinusoidal_encoding
 
@@ -115,6 +116,10 @@ class TransformerBlock(nn.Module):
         qk_norm, softcap, sink, gate: the attention options of 2025 models (QK-norm, a soft
             cap on the logits, a learned sink logit per head, an output gate), passed to
             :class:`attnlib.MultiHeadAttention`; none of them with ``latent_dim``.
+        linear: ``"linear"``, ``"delta"`` or ``"gated_delta"``: a
+            :class:`attnlib.linear_attention.LinearAttention` layer of that rule instead of
+            softmax attention (causal by construction: it takes no mask and gives no weights;
+            it decodes with a :class:`attnlib.linear_attention.StateCache`). ``None``: softmax.
 
     Attributes:
         ln1: ``nn.LayerNorm(E)``, before the attention.
@@ -136,7 +141,8 @@ class TransformerBlock(nn.Module):
             ``activation`` is not ``"gelu"`` or ``"gelu_tanh"``, ``mlp_ratio`` is negative or so
             small that the MLP would have no hidden unit,
             ``dropout`` is not in ``[0, 1)``, ``latent_dim`` is given with an attention
-            option, ``x`` or ``mask`` has the wrong shape, ``cache``
+            option, ``linear`` is not a rule or comes with an option of softmax attention, a
+            linear block is given a ``mask``, ``x`` or ``mask`` has the wrong shape, ``cache``
             is combined with ``mask``, or a filled ``cache`` holds keys of other heads, head
             size, batch size or device.
         TypeError: if ``x`` is not a float tensor of the block's dtype, ``cache`` is not an
@@ -169,6 +175,7 @@ class TransformerBlock(nn.Module):
         softcap: float | None = None,
         sink: bool = False,
         gate: bool = False,
+        linear: str | None = None,
     ):
         super().__init__()
         check_positive_int("embed_dim", embed_dim)
@@ -177,7 +184,23 @@ class TransformerBlock(nn.Module):
         self.mlp_ratio = _check_ratio(mlp_ratio)
         self.dropout = check_dropout("dropout", dropout)
         self.ln1 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
-        if latent_dim is None:
+        if linear is not None:
+            options = {
+                "num_kv_heads": num_kv_heads,
+                "positions": positions,
+                "latent_dim": latent_dim,
+                "softcap": softcap,
+            }
+            given = [f"{k}={v!r}" for k, v in options.items() if v is not None]
+            given += [k for k, v in (("qk_norm", qk_norm), ("sink", sink), ("gate", gate)) if v]
+            if given:
+                raise ValueError(
+                    "linear (a linear-attention layer) takes none of num_kv_heads, positions, "
+                    "latent_dim, qk_norm, softcap, sink, gate (its convolution and state order "
+                    f"the tokens); got {', '.join(given)}"
+                )
+            self.attn = LinearAttention(embed_dim, num_heads, rule=linear, bias=bias)
+        elif latent_dim is None:
             self.attn = MultiHeadAttention(
                 embed_dim,
                 num_heads,
@@ -243,7 +266,19 @@ class TransformerBlock(nn.Module):
             raise ValueError(
                 f"x must have shape ({n}L, E={self.embed_dim}); got {shape_str(x.shape)}"
             )
-        _check_cache(cache, None, None, mask, self.attn)
+        if isinstance(self.attn, LinearAttention):
+            if mask is not None:
+                raise ValueError(
+                    "mask must be None for a linear-attention block: it is causal by "
+                    "construction (each token reads the state of the tokens before it)"
+                )
+            if cache is not None and not isinstance(cache, StateCache):
+                raise TypeError(
+                    "cache must be an attnlib.linear_attention.StateCache for a "
+                    f"linear-attention block; got {type(cache).__name__}"
+                )
+        else:
+            _check_cache(cache, None, None, mask, self.attn)
         if cache is not None:
             kv_heads, key_dim = _cached_key_shape(self.attn)
             check_cache_fits(
@@ -273,7 +308,9 @@ class TransformerBlock(nn.Module):
         if mask is not None:
             mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # 4-D
         y = self.ln1(x)  # (N, L, E)
-        if isinstance(self.attn, MultiHeadLatentAttention):  # absorbed when decoding
+        if isinstance(self.attn, LinearAttention):  # causal by construction: no mask
+            attended, weights = self.attn._forward(y, cache), None
+        elif isinstance(self.attn, MultiHeadLatentAttention):  # absorbed when decoding
             attended, weights = self.attn._forward(y, mask, need_weights, cache, cache is not None)
         else:
             attended, weights = self.attn._forward(y, y, y, mask, need_weights, cache)
@@ -387,6 +424,8 @@ def _cached_key_shape(attn) -> tuple[int, int]:
     one shared RoPE key of ``rope_dim`` for latent attention."""
     if isinstance(attn, MultiHeadLatentAttention):
         return 1, attn.rope_dim
+    if isinstance(attn, LinearAttention):  # a StateCache's "key" is the state (N, H, D, D)
+        return attn.num_heads, attn.head_dim
     return attn.num_kv_heads, attn.head_dim
 
 
@@ -399,6 +438,18 @@ def _check_positions(positions):
             "positions must be one of 'learned', 'sinusoidal', 'rope', 'alibi', None, or an "
             f"attnlib.positions.Rotary or ALiBi object; got {positions!r}"
         ) from None
+
+
+def _check_linear(linear, num_layers: int) -> tuple[str | None, ...]:
+    """Each layer's linear-attention rule (``None``: softmax) from ``linear``."""
+    rules = ("linear", "delta", "gated_delta")
+    per_layer = list(linear) if isinstance(linear, (list, tuple)) else [linear] * num_layers
+    if len(per_layer) != num_layers or any(r is not None and r not in rules for r in per_layer):
+        raise ValueError(
+            f"linear must be None, one of {', '.join(map(repr, rules))}, or a list of one of "
+            f"them or None per layer ({num_layers}); got {linear!r}"
+        )
+    return tuple(per_layer)
 
 
 def _check_windows(window, num_layers: int):
@@ -469,6 +520,14 @@ class LanguageModel(nn.Module):
             (Press and Wolf, 2017); otherwise a separate ``Linear(E, V)`` without bias.
         bias, norm_eps, activation, latent_dim, qk_norm, softcap, sink, gate: as
             :class:`TransformerBlock`.
+        linear: a rule (``"linear"``, ``"delta"``, ``"gated_delta"``) for linear-attention
+            layers (:class:`attnlib.linear_attention.LinearAttention`), or a list with a rule or
+            ``None`` (softmax attention) per layer: a hybrid, as Qwen3-Next's three Gated
+            DeltaNet layers to one of attention, ``("gated_delta",) * 3 + (None,)``. The
+            options of softmax attention (positions inside attention, ``latent_dim``,
+            ``qk_norm``, ...) go to its softmax layers only; a linear layer gives ``None``
+            for its weights and decodes with a fixed-size
+            :class:`attnlib.linear_attention.StateCache`.
 
     Attributes:
         token_embedding: ``nn.Embedding(V, E)``.
@@ -482,7 +541,8 @@ class LanguageModel(nn.Module):
         - ``ids``: ``(L,)`` or ``(N, L)`` integers in ``0 .. V-1``, ``int64`` or ``int32``.
         - logits: ``(L, V)`` or ``(N, L, V)``.
         - weights: with ``need_weights=True`` a list, one ``(H, L, S)`` or ``(N, H, L, S)``
-          tensor per layer, else ``None``. ``S = L`` without a cache.
+          tensor per layer (``None`` for a linear-attention layer), else ``None``. ``S = L``
+          without a cache.
 
     Raises:
         ValueError: if a size is not a positive integer, ``positions`` is not one of the five,
@@ -536,6 +596,7 @@ class LanguageModel(nn.Module):
         softcap: float | None = None,
         sink: bool = False,
         gate: bool = False,
+        linear: str | None | list[str | None] | tuple[str | None, ...] = None,
     ):
         super().__init__()
         for name, n in (
@@ -550,6 +611,13 @@ class LanguageModel(nn.Module):
         self.vocab_size, self.max_len, self.positions = vocab_size, max_len, positions
         self.tie_weights = tie_weights
         self.window, self.windows = _check_windows(window, num_layers)
+        self.linear = _check_linear(linear, num_layers)
+        for i, (rule, w) in enumerate(zip(self.linear, self.windows)):
+            if rule is not None and w is not None:
+                raise ValueError(
+                    f"window must be None for a linear-attention layer (its state is its "
+                    f"memory); got window={w} and linear={rule!r} in layer {i}"
+                )
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
         self.position_embedding = None
         if positions == "learned":
@@ -570,19 +638,29 @@ class LanguageModel(nn.Module):
                 dropout=dropout,
                 bias=bias,
                 norm_eps=norm_eps,
-                positions=inside,
                 activation=activation,
-                latent_dim=latent_dim,
-                qk_norm=qk_norm,
-                softcap=softcap,
-                sink=sink,
-                gate=gate,
+                # a linear layer takes no option of softmax attention (the block refuses them)
+                **(
+                    {"linear": rule}
+                    if rule is not None
+                    else {
+                        "positions": inside,
+                        "latent_dim": latent_dim,
+                        "qk_norm": qk_norm,
+                        "softcap": softcap,
+                        "sink": sink,
+                        "gate": gate,
+                    }
+                ),
             )
-            for _ in range(num_layers)
+            for rule in self.linear
         )
         self.ln_f = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
         self.lm_head = nn.Linear(embed_dim, vocab_size, bias=False)
         self.apply(self._init_weights)
+        for block in self.blocks:  # _init_weights zeroed the decay's bias: alpha near 0.95 again
+            if isinstance(block.attn, LinearAttention) and block.attn.decay_proj is not None:
+                nn.init.constant_(block.attn.decay_proj.bias, 3.0)
         if embeddings is not None:
             if not isinstance(embeddings, Tensor) or not embeddings.is_floating_point():
                 raise TypeError(
@@ -617,7 +695,12 @@ class LanguageModel(nn.Module):
         """An empty :class:`ModelCache` for this model: a :class:`attnlib.decoding.KVCache`
         per layer, keeping the layer's ``window`` positions if it has a window. For another
         kind of cache pass ``ModelCache([...])``, one cache per layer."""
-        return ModelCache([KVCache(window=w) for w in self.windows])
+        return ModelCache(
+            [
+                StateCache() if rule is not None else KVCache(window=w)
+                for rule, w in zip(self.linear, self.windows)
+            ]
+        )
 
     def _check_length(self, total: int, what: str) -> None:
         if self.positions in ADDED and total > self.max_len:
@@ -651,6 +734,14 @@ class LanguageModel(nn.Module):
                 dtype=attn.out_proj.weight.dtype,
                 device=attn.out_proj.weight.device,
             )
+            for i, (layer, rule) in enumerate(zip(cache.layers, self.linear)):
+                if isinstance(layer, StateCache) != (rule is not None):
+                    what = f"linear={rule!r}" if rule else "softmax attention"
+                    raise TypeError(
+                        f"cache must hold a StateCache for each linear-attention layer and a "
+                        f"key-value cache for each softmax layer; got {type(layer).__name__} "
+                        f"in layer {i} ({what}): start a new one with model.new_cache()"
+                    )
         start = 0 if cache is None else cache.length
         self._check_length(start + ids.shape[-1], "the sequence (ids plus the cached tokens)")
         return self._forward(ids, cache, need_weights)
@@ -685,7 +776,8 @@ class LanguageModel(nn.Module):
         logits = self.lm_head(self.ln_f(x))  # (N, L, V)
         if not batched:
             logits = logits.squeeze(0)  # (L, V)
-            weights = [w.squeeze(0) for w in weights] if need_weights else None  # (H, L, S)
+            if need_weights:  # a linear layer gives None
+                weights = [None if w is None else w.squeeze(0) for w in weights]  # (H, L, S)
         return logits, (weights if need_weights else None)
 
     @torch.no_grad()
