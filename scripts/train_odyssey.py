@@ -2,7 +2,8 @@
 
 Writes ``data/odyssey_lm/`` (atomically): ``model.pt`` (the main word model of seed 0, float32),
 ``vocab.txt`` (its words, index order, ``<unk>`` first), ``bpe_model.pt`` (the BPE model of
-seed 0), ``sink_model.pt`` and ``gate_model.pt`` (:data:`WEIGHTS`), ``merges.txt`` (the BPE
+seed 0), ``sink_model.pt``, ``gate_model.pt``, ``gated_deltanet_model.pt`` and
+``hybrid_model.pt`` (:data:`WEIGHTS`), ``merges.txt`` (the BPE
 merges, learned on the training books by :func:`attnlib.bpe.train_bpe`) and ``results.json``:
 the settings, every run (model x seed: its loss curve, validation and test scores, seconds,
 threads and machine), and the count models. ``tests/test_odyssey_lm.py`` checks the files
@@ -43,7 +44,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from _atomic import atomic_path, write_atomic
-from attnlib import LanguageModel, load_glove
+from attnlib import LanguageModel, MultiHeadAttention, load_glove
 from attnlib.bpe import BPETokenizer, train_bpe
 from attnlib.corpus import (
     NGramModel,
@@ -101,8 +102,22 @@ VARIANTS = {
     "softcap": {"softcap": 10.0},
     "sink": {"sink": True},
     "gate": {"gate": True},
+    # linear attention (the same chapter): every layer linear attention, DeltaNet or Gated
+    # DeltaNet, and a hybrid of one Gated DeltaNet layer under one of softmax attention (the
+    # two-layer model's version of Qwen3-Next's 3:1)
+    "linear": {"linear": "linear"},
+    "deltanet": {"linear": "delta"},
+    "gated_deltanet": {"linear": "gated_delta"},
+    "hybrid": {"linear": ["gated_delta", None]},
 }
-OPTIONS = ("latent_dim", "qk_norm", "softcap", "sink", "gate")  # off unless a variant sets them
+OPTIONS = (
+    "latent_dim",
+    "qk_norm",
+    "softcap",
+    "sink",
+    "gate",
+    "linear",
+)  # off unless a variant sets them
 SEEDS = (0, 1, 2)
 # the weights kept in data/odyssey_lm/: file -> (model, seed). The sink and gate models of seed
 # 2 (the first seed whose weights were kept) show their heatmaps in "Attention in today's models"
@@ -111,6 +126,8 @@ WEIGHTS = {
     "bpe_model.pt": ("bpe", 0),
     "sink_model.pt": ("sink", 2),
     "gate_model.pt": ("gate", 2),
+    "gated_deltanet_model.pt": ("gated_deltanet", 0),
+    "hybrid_model.pt": ("hybrid", 0),
 }
 NUM_MERGES = 3000
 EVAL_EVERY = 250
@@ -223,33 +240,40 @@ def make_model(config: dict, vocab_size: int, seed: int, embeddings=None) -> Lan
 def attention_stats(model, windows) -> dict | None:
     """The largest attention logit and the sink mass of ``model`` on ``windows`` ``(B, L)``.
 
-    ``max_logit``: the largest ``q^ . k^ / sqrt(D)`` over the layers, heads and the causal
-    pairs (before any soft cap, :meth:`attnlib.MultiHeadAttention.scores`); ``sink_mass``: the
-    mean weight on a window's first token, over layers, heads and the queries ``1 .. L-1`` (the
-    first query has no other token). ``None`` for blocks that are not pre-LN multi-head attention.
+    ``max_logit``: the largest ``q^ . k^ / sqrt(D)`` over the softmax layers, heads and the
+    causal pairs (before any soft cap, :meth:`attnlib.MultiHeadAttention.scores`);
+    ``sink_mass``: the mean weight on a window's first token, over those layers, heads and the
+    queries ``1 .. L-1`` (the first query has no other token). Linear-attention layers have
+    neither and are left out; ``None`` for a model with no pre-LN multi-head attention layer.
     """
-    from attnlib import MultiHeadAttention
-
-    if not all(isinstance(b.attn, MultiHeadAttention) and hasattr(b, "ln1") for b in model.blocks):
-        return None
-    if any(type(b).__name__ == "PostNormDecoderBlock" for b in model.blocks):
+    softmax = [
+        i
+        for i, b in enumerate(model.blocks)
+        if isinstance(b.attn, MultiHeadAttention) and not isinstance(b, PostNormDecoderBlock)
+    ]
+    if not softmax:
         return None
     was_training = model.training
     model.eval()
-    inputs = []  # each block's attention input, LN_1(x)
-    hooks = [b.ln1.register_forward_hook(lambda m, i, o: inputs.append(o)) for b in model.blocks]
+    inputs = {}  # each softmax block's attention input, LN_1(x)
+    hooks = [
+        model.blocks[i].ln1.register_forward_hook(
+            lambda m, args, out, i=i: inputs.__setitem__(i, out)
+        )
+        for i in softmax
+    ]
     try:
-        _, weights = model(windows, need_weights=True)  # per layer (B, H, L, L)
+        _, weights = model(windows, need_weights=True)  # per layer (B, H, L, L) or None
     finally:
         for h in hooks:
             h.remove()
     L = windows.shape[1]
     causal = torch.ones(L, L, dtype=torch.bool, device=windows.device).tril()
     max_logit = max(
-        b.attn.scores(y).masked_fill(~causal, float("-inf")).max().item()
-        for b, y in zip(model.blocks, inputs)
+        model.blocks[i].attn.scores(inputs[i]).masked_fill(~causal, float("-inf")).max().item()
+        for i in softmax
     )
-    sink_mass = torch.stack([w[:, :, 1:, 0].mean() for w in weights]).mean().item()
+    sink_mass = torch.stack([weights[i][:, :, 1:, 0].mean() for i in softmax]).mean().item()
     model.train(was_training)
     return {"max_logit": max_logit, "sink_mass": sink_mass}
 
@@ -436,7 +460,13 @@ def save_results(out: Path, results: dict) -> None:
 
 
 def save_weights(path: Path, model) -> None:
-    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    """``model``'s weights on the CPU; tied weights stay one tensor, saved once (a copy of
+    each from a GPU would save the embedding twice)."""
+    copies = {}  # (address, shape) on the device -> its copy on the CPU
+    state = {
+        k: copies.setdefault((v.data_ptr(), v.shape), v.detach().cpu().contiguous())
+        for k, v in model.state_dict().items()
+    }
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
 
