@@ -32,6 +32,7 @@ MODULES = [
     "attnlib.paged",
     "attnlib.positions",
     "attnlib.pretrained",
+    "attnlib.seq2seq",
     "attnlib.similarity",
     "attnlib.tokenizer",
     "attnlib.transformer",
@@ -121,6 +122,7 @@ PUBLIC_SUBMODULES = {
     "paged",
     "positions",
     "pretrained",
+    "seq2seq",
     "tokenizer",
 }
 TOP_AND_MODULE = {"tokenize"}  # the one name public at the top level and in a public module

@@ -17,7 +17,8 @@ called.
   reference groups it, not import paths: everything public in them is here.
 * The *public submodules* are the modules named in ``attnlib.__all__``: ``bpe``,
   ``convert``, ``corpus``, ``decoding``, ``display``, ``efficient``, ``experiment``,
-  ``latent``, ``linear_attention``, ``paged``, ``positions``, ``pretrained`` and ``tokenizer``.
+  ``latent``, ``linear_attention``, ``paged``, ``positions``, ``pretrained``, ``seq2seq`` and
+  ``tokenizer``.
   Their names are used through the module (``attnlib.positions.alibi_bias``, ``from
   attnlib.corpus import WordVocabulary``) and are not repeated at the top level, except
   ``tokenize``, which is imported from the top level.
@@ -40,6 +41,7 @@ from attnlib import (
     paged,
     positions,
     pretrained,
+    seq2seq,
     tokenizer,
 )
 from attnlib.attention import (
@@ -92,6 +94,7 @@ __all__ = [
     "read_glove_text",
     "scaled_dot_product_attention",
     "sentence_embedding",
+    "seq2seq",
     "softmax",
     "tokenize",
     "tokenizer",

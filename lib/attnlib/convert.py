@@ -18,17 +18,23 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 from attnlib.multihead import MultiHeadAttention, NaiveMultiHeadAttention
+from attnlib.seq2seq import DecoderBlock, EncoderDecoder
 from attnlib.transformer import TransformerBlock
 
 __all__ = [
     "block_from_torch",
     "block_to_torch",
+    "decoder_block_from_torch",
+    "decoder_block_to_torch",
+    "encoder_decoder_from_torch",
+    "encoder_decoder_to_torch",
     "from_keras",
     "from_torch",
     "fused_from_naive",
@@ -365,6 +371,262 @@ def _copy_block_parts(block: TransformerBlock, layer: nn.TransformerEncoderLayer
             target.weight.copy_(source.weight)
             if target.bias is not None:
                 target.bias.copy_(source.bias)
+
+
+def _check_pre_ln_gelu(layer, what: str) -> None:
+    """``layer`` (a PyTorch encoder or decoder layer) is pre-LN with the exact GELU and one
+    ``eps``, as attnlib's blocks are."""
+    if not layer.norm_first:
+        raise ValueError(
+            f"layer must be pre-LayerNorm (norm_first=True): {what} normalises before each "
+            "part; got norm_first=False"
+        )
+    gelu = layer.activation is nn.functional.gelu or (
+        isinstance(layer.activation, nn.GELU) and layer.activation.approximate == "none"
+    )
+    if not gelu:
+        raise ValueError(f'layer must use activation="gelu"; got {layer.activation!r}')
+    norms = [m for name, m in layer.named_children() if name.startswith("norm")]
+    if len({n.eps for n in norms}) > 1:
+        raise ValueError(
+            f"layer must have the same eps in every LayerNorm ({what} has one norm_eps); got "
+            f"{[n.eps for n in norms]}"
+        )
+
+
+def _copy_pairs(pairs, forward: bool) -> None:
+    """Copy weight and bias from the second module of each pair to the first (``forward``),
+    or the other way."""
+    with torch.no_grad():
+        for ours, theirs in pairs:
+            target, source = (ours, theirs) if forward else (theirs, ours)
+            target.weight.copy_(source.weight)
+            if target.bias is not None:
+                target.bias.copy_(source.bias)
+
+
+def _decoder_pairs(block: DecoderBlock, layer: nn.TransformerDecoderLayer):
+    return [
+        (block.ln1, layer.norm1),
+        (block.ln2, layer.norm2),
+        (block.ln3, layer.norm3),
+        (block.mlp[0], layer.linear1),
+        (block.mlp[2], layer.linear2),
+    ]
+
+
+def decoder_block_from_torch(layer: nn.TransformerDecoderLayer) -> DecoderBlock:
+    """A :class:`attnlib.seq2seq.DecoderBlock` with the weights of a pre-LayerNorm
+    ``torch.nn.TransformerDecoderLayer``.
+
+    PyTorch's parts ``norm1``, ``self_attn``, ``norm2``, ``multihead_attn``, ``norm3``,
+    ``linear1``, ``linear2`` become ``ln1``, ``self_attn``, ``ln2``, ``cross_attn``, ``ln3``,
+    ``mlp[0]``, ``mlp[2]``. With ``tgt_mask`` the opposite of the block's ``mask`` (``True`` =
+    blocked there) and ``memory_key_padding_mask`` the opposite of a source mask, both compute
+    the same output. Batch-first whatever ``layer.batch_first`` is; dropout, ``eps``, dtype,
+    device and mode are kept (PyTorch also drops inside the MLP: in training mode with
+    dropout the two differ).
+
+    Args:
+        layer: ``nn.TransformerDecoderLayer(d_model, nhead, dim_feedforward,
+            activation="gelu", norm_first=True)``.
+
+    Returns:
+        ``DecoderBlock(d_model, nhead, mlp_ratio=dim_feedforward / d_model, ...)``.
+
+    Raises:
+        TypeError: if ``layer`` is not an ``nn.TransformerDecoderLayer``.
+        ValueError: if ``layer`` is post-LayerNorm, its activation is not the exact GELU, or
+            its LayerNorms have different ``eps``.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> layer = nn.TransformerDecoderLayer(12, 3, 20, dropout=0.0, activation="gelu",
+        ...                                    batch_first=True, norm_first=True).eval()
+        >>> x, memory = torch.randn(2, 5, 12), torch.randn(2, 7, 12)
+        >>> causal = torch.ones(5, 5).tril().bool()  # True = may attend
+        >>> ours, _ = decoder_block_from_torch(layer)(x, memory, mask=causal)
+        >>> torch.allclose(ours, layer(x, memory, tgt_mask=~causal), atol=1e-6)
+        True
+    """
+    if not isinstance(layer, nn.TransformerDecoderLayer):
+        raise TypeError(
+            f"layer must be a torch.nn.TransformerDecoderLayer; got {type(layer).__name__}"
+        )
+    _check_pre_ln_gelu(layer, "DecoderBlock")
+    E, hidden = layer.linear1.in_features, layer.linear1.out_features
+    weight = layer.linear1.weight
+    block = DecoderBlock(
+        E,
+        layer.self_attn.num_heads,
+        mlp_ratio=hidden / E,
+        dropout=layer.dropout.p,
+        bias=layer.linear1.bias is not None,
+        norm_eps=layer.norm1.eps,
+    ).to(device=weight.device, dtype=weight.dtype)
+    block.self_attn = from_torch(layer.self_attn)
+    block.cross_attn = from_torch(layer.multihead_attn)
+    _copy_pairs(_decoder_pairs(block, layer), forward=True)
+    return block.train(layer.training)
+
+
+def decoder_block_to_torch(block: DecoderBlock) -> nn.TransformerDecoderLayer:
+    """A ``torch.nn.TransformerDecoderLayer(E, H, rE, activation="gelu", batch_first=True,
+    norm_first=True)`` with the weights of ``block``; the inverse of
+    :func:`decoder_block_from_torch`.
+
+    Args:
+        block: a :class:`attnlib.seq2seq.DecoderBlock` with the exact GELU.
+
+    Returns:
+        ``nn.TransformerDecoderLayer`` with the same sizes, dropout, ``eps``, bias, dtype,
+        device and mode.
+
+    Raises:
+        TypeError: if ``block`` is not a :class:`attnlib.seq2seq.DecoderBlock`.
+        ValueError: if ``block`` uses ``activation="gelu_tanh"``.
+
+    Example:
+        >>> from attnlib.seq2seq import DecoderBlock
+        >>> layer = decoder_block_to_torch(DecoderBlock(12, 3, mlp_ratio=2.0))
+        >>> layer.linear1.weight.shape, layer.multihead_attn.in_proj_weight.shape
+        (torch.Size([24, 12]), torch.Size([36, 12]))
+    """
+    if not isinstance(block, DecoderBlock):
+        raise TypeError(
+            f"block must be an attnlib.seq2seq.DecoderBlock; got {type(block).__name__}"
+        )
+    if block.activation != "gelu":
+        raise ValueError(
+            'block must use activation="gelu" (nn.TransformerDecoderLayer\'s exact GELU); got '
+            f"activation={block.activation!r}"
+        )
+    weight = block.mlp[0].weight
+    layer = nn.TransformerDecoderLayer(
+        block.embed_dim,
+        block.num_heads,
+        dim_feedforward=weight.shape[0],
+        dropout=block.dropout,
+        activation="gelu",
+        layer_norm_eps=block.ln1.eps,
+        batch_first=True,
+        norm_first=True,
+        bias=block.mlp[0].bias is not None,
+        device=weight.device,
+        dtype=weight.dtype,
+    )
+    layer.self_attn.load_state_dict(to_torch(block.self_attn).state_dict())
+    layer.multihead_attn.load_state_dict(to_torch(block.cross_attn).state_dict())
+    _copy_pairs(_decoder_pairs(block, layer), forward=False)
+    return layer.train(block.training)
+
+
+def encoder_decoder_to_torch(model: EncoderDecoder) -> nn.Transformer:
+    """``torch.nn.Transformer`` holding the encoder and decoder of ``model``: its blocks and
+    final LayerNorms, batch-first, pre-LN, GELU.
+
+    ``nn.Transformer`` has no embeddings, positions or read-out: given
+    ``model.embed_source(source)`` and ``model.embed_target(target)``, with ``tgt_mask`` the
+    causal mask's opposite and ``src_key_padding_mask`` and ``memory_key_padding_mask`` the
+    source mask's, it returns the decoder's output, on which ``model.lm_head`` gives the
+    model's logits.
+
+    Args:
+        model: an :class:`attnlib.seq2seq.EncoderDecoder` with the exact GELU.
+
+    Returns:
+        ``nn.Transformer(E, H, num_encoder_layers, num_decoder_layers, rE, dropout,
+        activation="gelu", batch_first=True, norm_first=True)`` in ``model``'s dtype, device
+        and mode.
+
+    Raises:
+        TypeError: if ``model`` is not an :class:`attnlib.seq2seq.EncoderDecoder`.
+        ValueError: as :func:`block_to_torch` and :func:`decoder_block_to_torch`.
+
+    Example:
+        >>> from attnlib.seq2seq import EncoderDecoder
+        >>> core = encoder_decoder_to_torch(EncoderDecoder(30, 20, 16, 4, 2, 3, max_len=8))
+        >>> len(core.encoder.layers), len(core.decoder.layers), core.decoder.norm.weight.shape
+        (2, 3, torch.Size([16]))
+    """
+    if not isinstance(model, EncoderDecoder):
+        raise TypeError(
+            f"model must be an attnlib.seq2seq.EncoderDecoder; got {type(model).__name__}"
+        )
+    first = model.decoder[0]
+    weight = first.mlp[0].weight
+    with warnings.catch_warnings():  # PyTorch's note that pre-LN layers take no nested-tensor
+        warnings.filterwarnings("ignore", "enable_nested_tensor", UserWarning)  # fast path
+        core = nn.Transformer(
+            first.embed_dim,
+            first.num_heads,
+            num_encoder_layers=len(model.encoder),
+            num_decoder_layers=len(model.decoder),
+            dim_feedforward=weight.shape[0],
+            dropout=first.dropout,
+            activation="gelu",
+            layer_norm_eps=first.ln1.eps,
+            batch_first=True,
+            norm_first=True,
+            bias=first.mlp[0].bias is not None,
+            device=weight.device,
+            dtype=weight.dtype,
+        )
+    core.encoder.layers = nn.ModuleList(block_to_torch(b) for b in model.encoder)
+    core.decoder.layers = nn.ModuleList(decoder_block_to_torch(b) for b in model.decoder)
+    _copy_pairs([(model.encoder_norm, core.encoder.norm)], forward=False)
+    _copy_pairs([(model.decoder_norm, core.decoder.norm)], forward=False)
+    return core.train(model.training)
+
+
+def encoder_decoder_from_torch(
+    core: nn.Transformer, *, source_vocab: int, target_vocab: int, max_len: int
+) -> EncoderDecoder:
+    """An :class:`attnlib.seq2seq.EncoderDecoder` whose encoder and decoder are those of
+    ``core``; the inverse of :func:`encoder_decoder_to_torch`. The embeddings and the read-out,
+    which ``nn.Transformer`` lacks, are newly initialised.
+
+    Args:
+        core: ``nn.Transformer(..., activation="gelu", norm_first=True)`` with its default
+            encoder and decoder (final LayerNorms included).
+        source_vocab, target_vocab, max_len: as :class:`attnlib.seq2seq.EncoderDecoder`.
+
+    Returns:
+        The model, in ``core``'s dtype, device and mode.
+
+    Raises:
+        TypeError: if ``core`` is not an ``nn.Transformer``.
+        ValueError: as :func:`block_from_torch` and :func:`decoder_block_from_torch`.
+
+    Example:
+        >>> core = nn.Transformer(16, 4, 2, 3, 32, activation="gelu", batch_first=True,
+        ...                       norm_first=True)
+        >>> model = encoder_decoder_from_torch(core, source_vocab=30, target_vocab=20, max_len=8)
+        >>> len(model.encoder), len(model.decoder), model.decoder[0].mlp[0].out_features
+        (2, 3, 32)
+    """
+    if not isinstance(core, nn.Transformer):
+        raise TypeError(f"core must be a torch.nn.Transformer; got {type(core).__name__}")
+    first = core.decoder.layers[0]
+    weight = first.linear1.weight
+    model = EncoderDecoder(
+        source_vocab,
+        target_vocab,
+        first.linear1.in_features,
+        first.self_attn.num_heads,
+        len(core.encoder.layers),
+        len(core.decoder.layers),
+        max_len=max_len,
+        mlp_ratio=first.linear1.out_features / first.linear1.in_features,
+        dropout=first.dropout.p,
+        bias=first.linear1.bias is not None,
+        norm_eps=first.norm1.eps,
+    ).to(device=weight.device, dtype=weight.dtype)
+    model.encoder = nn.ModuleList(block_from_torch(layer) for layer in core.encoder.layers)
+    model.decoder = nn.ModuleList(decoder_block_from_torch(layer) for layer in core.decoder.layers)
+    _copy_pairs([(model.encoder_norm, core.encoder.norm)], forward=True)
+    _copy_pairs([(model.decoder_norm, core.decoder.norm)], forward=True)
+    return model.train(core.training)
 
 
 def naive_from_fused(m: MultiHeadAttention) -> NaiveMultiHeadAttention:
