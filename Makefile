@@ -9,7 +9,7 @@ SHELL := bash
 
 .PHONY: help env book test unittest nbval nbval-portable gpu-check lint sitetest chromium \
     execute clean distclean odyssey-lm recall lr-stability pointer-heads induction-model texts \
-    lock colab-cells
+    lock colab-cells dates
 
 help:
 	@echo "make book       build the HTML book into _build/html from the stored (tested) outputs"
@@ -32,6 +32,7 @@ help:
 	@echo "make odyssey-lm retrain the Odyssey language models into data/odyssey_lm/ (54 runs,"
 	@echo "                5.5 h on 2 cores; tests/test_odyssey_lm.py checks the result)"
 	@echo "make lr-stability  the learning rates at which attention breaks (9 runs, 15 min)"
+	@echo "make dates      retrain the three date translators into data/dates/ (about 4 min)"
 	@echo "make recall     retrain the recall benchmark's 17 models into data/recall/ (about"
 	@echo "                40 min on one core; tests/test_recall.py checks the result)"
 	@echo "make pointer-heads  retrain the two pointer heads of the training chapter"
@@ -175,6 +176,10 @@ odyssey-lm: env
 # (deterministic; tests/test_recall.py replays the first steps).
 recall: env
 	$(BIN)/python scripts/train_recall.py
+
+# The three date translators of the chapter "Cross-attention" (tests/test_dates.py).
+dates: env
+	$(BIN)/python scripts/train_dates.py
 
 # The Odyssey model, QK-norm and a soft cap at three learning rates (tests/test_lr_stability.py).
 lr-stability: env

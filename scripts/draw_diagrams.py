@@ -1406,6 +1406,34 @@ def induction_circuit(path: Path) -> None:
     _save(fig, path)
 
 
+def encoder_decoder(path: Path) -> None:
+    """The encoder-decoder of "Cross-attention": the source through the encoder to the memory
+    m (N, S, E); the target through the decoder block's causal self-attention, then
+    cross-attention whose queries come from the target and keys and values from m, then the MLP,
+    to the logits; the shapes where they change."""
+    fig, ax = _canvas(5.0)
+    # the encoder: left column, bottom to top
+    _box(ax, 1.7, 0.95, 2.3, 0.5, "source ids $(N, S)$\nthe 13th of February, ...", GREY, 0.5, 9)
+    _box(ax, 1.7, 2.05, 2.3, 0.75, "encoder: 2 blocks\nself-attention, no causal mask", BLUE)
+    _box(ax, 1.7, 3.35, 2.3, 0.6, "memory $m$  $(N, S, E)$", BLUE, 0.6)
+    _arrow(ax, (1.7, 1.2), (1.7, 1.67))
+    _arrow(ax, (1.7, 2.43), (1.7, 3.05))
+    # the decoder block: right column
+    _box(ax, 5.6, 0.95, 2.6, 0.5, "target so far $(N, L)$\n<bos> 1 8 3 4 - ...", GREY, 0.5, 9)
+    _box(ax, 5.6, 1.85, 2.6, 0.55, "causal self-attention  $(L, L)$", ORANGE)
+    _box(ax, 5.6, 2.85, 2.6, 0.75, "cross-attention  $(L, S)$\nqueries from the target", VERMILION)
+    _box(ax, 5.6, 3.8, 2.6, 0.45, "MLP", GREEN)
+    _box(ax, 5.6, 4.55, 2.6, 0.45, "logits $(N, L, V)$", GREY, 0.5)
+    _arrow(ax, (5.6, 1.2), (5.6, 1.57))
+    _arrow(ax, (5.6, 2.13), (5.6, 2.47))
+    _arrow(ax, (5.6, 3.23), (5.6, 3.57))
+    _arrow(ax, (5.6, 4.03), (5.6, 4.32))
+    _arrow(ax, (2.85, 3.35), (4.3, 2.95), "keys and values", colour=VERMILION, fontsize=9)
+    ax.text(7.05, 2.85, "x 2\nblocks", ha="left", va="center", fontsize=9)
+    _note(ax, 0.3, "m is computed once per source; each step adds one row to the decoder's caches")
+    _save(fig, path)
+
+
 DIAGRAMS = {
     "weighted_sum.svg": weighted_sum,
     "qkv_projections.svg": qkv_projections,
@@ -1420,6 +1448,7 @@ DIAGRAMS = {
     "next_token.svg": next_token,
     "kv_cache.svg": kv_cache,
     "induction_circuit.svg": induction_circuit,
+    "encoder_decoder.svg": encoder_decoder,
 }
 
 

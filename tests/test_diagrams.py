@@ -26,6 +26,7 @@ NAMES = [
     "next_token.svg",
     "kv_cache.svg",
     "induction_circuit.svg",
+    "encoder_decoder.svg",
 ]
 
 
