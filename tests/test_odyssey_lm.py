@@ -182,8 +182,8 @@ def test_attention_stats_by_hand():
     assert script.attention_stats(post, windows) is None  # not pre-LN multi-head attention
 
 
-@pytest.mark.parametrize("name", ["qk_norm", "softcap", "sink", "gate"])
-def test_the_attention_variants_replay_and_log_their_logits(results, data, name):
+def replay_five_steps(results, data, name):
+    """The first 5 training losses of ``name``'s seed-0 run, replayed here, and those stored."""
     config = results["runs"][name]["0"]["config"]
     ids = data.ids["words"]
     model = script.make_model(config, data.vocab_size("words"), 0, script.glove_matrix(data.vocab))
@@ -196,7 +196,12 @@ def test_the_attention_variants_replay_and_log_their_logits(results, data, name)
         stop_after=5,
         log=lambda line: None,
     )
-    stored = results["runs"][name]["0"]["replay_losses"][:5]
+    return losses, results["runs"][name]["0"]["replay_losses"][:5]
+
+
+@pytest.mark.parametrize("name", ["qk_norm", "softcap", "sink", "gate"])
+def test_the_attention_variants_replay_and_log_their_logits(results, data, name):
+    losses, stored = replay_five_steps(results, data, name)
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(stored), rtol=1e-4, atol=1e-4)
     for run in results["runs"][name].values():
         curve = run["curve"]
@@ -211,19 +216,7 @@ def test_the_linear_variants_replay_on_the_cpu(results, data, name):
     between devices, so their first steps replayed here on the CPU come within 1 % of the stored
     losses, not 1e-4 (the kept weights of two of them are checked exactly above). Only the
     hybrid's softmax layer logs a largest logit and a sink mass."""
-    config = results["runs"][name]["0"]["config"]
-    ids = data.ids["words"]
-    model = script.make_model(config, data.vocab_size("words"), 0, script.glove_matrix(data.vocab))
-    _, losses = script.train(
-        model,
-        ids["train"],
-        ids["valid"],
-        **{k: config[k] for k in ("steps", "context", "batch_size", "lr", "weight_decay")},
-        seed=0,
-        stop_after=5,
-        log=lambda line: None,
-    )
-    stored = results["runs"][name]["0"]["replay_losses"][:5]
+    losses, stored = replay_five_steps(results, data, name)
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(stored), rtol=1e-2, atol=0)
     for run in results["runs"][name].values():
         assert run["device"] == "cuda"

@@ -256,21 +256,7 @@ def block_from_torch(layer: nn.TransformerEncoderLayer) -> TransformerBlock:
         raise TypeError(
             f"layer must be a torch.nn.TransformerEncoderLayer; got {type(layer).__name__}"
         )
-    if not layer.norm_first:
-        raise ValueError(
-            "layer must be pre-LayerNorm (norm_first=True): TransformerBlock normalises before "
-            "attention and MLP; got norm_first=False"
-        )
-    gelu = layer.activation is nn.functional.gelu or (
-        isinstance(layer.activation, nn.GELU) and layer.activation.approximate == "none"
-    )
-    if not gelu:
-        raise ValueError(f'layer must use activation="gelu"; got {layer.activation!r}')
-    if layer.norm2.eps != layer.norm1.eps:  # the block has one norm_eps for both LayerNorms
-        raise ValueError(
-            f"layer must have the same eps in norm1 and norm2 (TransformerBlock has one "
-            f"norm_eps); got norm1.eps={layer.norm1.eps}, norm2.eps={layer.norm2.eps}"
-        )
+    _check_pre_ln_gelu(layer, "TransformerBlock")
     E, hidden = layer.linear1.in_features, layer.linear1.out_features
     weight = layer.linear1.weight
     block = TransformerBlock(
@@ -338,19 +324,8 @@ def block_to_torch(block: TransformerBlock) -> nn.TransformerEncoderLayer:
         )
     _check_module(block.attn, MultiHeadAttention, "nn.TransformerEncoderLayer", "block.attn")
     mha = to_torch(block.attn)
-    weight = block.mlp[0].weight
     layer = nn.TransformerEncoderLayer(
-        block.embed_dim,
-        block.num_heads,
-        dim_feedforward=weight.shape[0],
-        dropout=block.dropout,
-        activation="gelu",
-        layer_norm_eps=block.ln1.eps,
-        batch_first=True,
-        norm_first=True,
-        bias=block.mlp[0].bias is not None,
-        device=weight.device,
-        dtype=weight.dtype,
+        block.embed_dim, block.num_heads, **_torch_layer_options(block)
     )
     layer.self_attn.load_state_dict(mha.state_dict())
     _copy_block_parts(block, layer, to_block=False)
@@ -386,12 +361,30 @@ def _check_pre_ln_gelu(layer, what: str) -> None:
     )
     if not gelu:
         raise ValueError(f'layer must use activation="gelu"; got {layer.activation!r}')
-    norms = [m for name, m in layer.named_children() if name.startswith("norm")]
-    if len({n.eps for n in norms}) > 1:
+    norms = {name: m for name, m in layer.named_children() if name.startswith("norm")}
+    if len({n.eps for n in norms.values()}) > 1:
         raise ValueError(
-            f"layer must have the same eps in every LayerNorm ({what} has one norm_eps); got "
-            f"{[n.eps for n in norms]}"
+            f"layer must have the same eps in {' and '.join(norms)} ({what} has one norm_eps); "
+            f"got {', '.join(f'{name}.eps={n.eps}' for name, n in norms.items())}"
         )
+
+
+def _torch_layer_options(block) -> dict:
+    """The keyword arguments of ``nn.TransformerEncoderLayer``, ``nn.TransformerDecoderLayer``
+    and ``nn.Transformer`` that a block of ``attnlib`` fixes: pre-LN, GELU, batch first, its
+    MLP's width and bias, dropout, ``eps``, dtype and device."""
+    weight = block.mlp[0].weight
+    return dict(
+        dim_feedforward=weight.shape[0],
+        dropout=block.dropout,
+        activation="gelu",
+        layer_norm_eps=block.ln1.eps,
+        batch_first=True,
+        norm_first=True,
+        bias=block.mlp[0].bias is not None,
+        device=weight.device,
+        dtype=weight.dtype,
+    )
 
 
 def _copy_pairs(pairs, forward: bool) -> None:
@@ -501,19 +494,8 @@ def decoder_block_to_torch(block: DecoderBlock) -> nn.TransformerDecoderLayer:
             'block must use activation="gelu" (nn.TransformerDecoderLayer\'s exact GELU); got '
             f"activation={block.activation!r}"
         )
-    weight = block.mlp[0].weight
     layer = nn.TransformerDecoderLayer(
-        block.embed_dim,
-        block.num_heads,
-        dim_feedforward=weight.shape[0],
-        dropout=block.dropout,
-        activation="gelu",
-        layer_norm_eps=block.ln1.eps,
-        batch_first=True,
-        norm_first=True,
-        bias=block.mlp[0].bias is not None,
-        device=weight.device,
-        dtype=weight.dtype,
+        block.embed_dim, block.num_heads, **_torch_layer_options(block)
     )
     layer.self_attn.load_state_dict(to_torch(block.self_attn).state_dict())
     layer.multihead_attn.load_state_dict(to_torch(block.cross_attn).state_dict())
@@ -554,7 +536,6 @@ def encoder_decoder_to_torch(model: EncoderDecoder) -> nn.Transformer:
             f"model must be an attnlib.seq2seq.EncoderDecoder; got {type(model).__name__}"
         )
     first = model.decoder[0]
-    weight = first.mlp[0].weight
     with warnings.catch_warnings():  # PyTorch's note that pre-LN layers take no nested-tensor
         warnings.filterwarnings("ignore", "enable_nested_tensor", UserWarning)  # fast path
         core = nn.Transformer(
@@ -562,15 +543,7 @@ def encoder_decoder_to_torch(model: EncoderDecoder) -> nn.Transformer:
             first.num_heads,
             num_encoder_layers=len(model.encoder),
             num_decoder_layers=len(model.decoder),
-            dim_feedforward=weight.shape[0],
-            dropout=first.dropout,
-            activation="gelu",
-            layer_norm_eps=first.ln1.eps,
-            batch_first=True,
-            norm_first=True,
-            bias=first.mlp[0].bias is not None,
-            device=weight.device,
-            dtype=weight.dtype,
+            **_torch_layer_options(first),
         )
     core.encoder.layers = nn.ModuleList(block_to_torch(b) for b in model.encoder)
     core.decoder.layers = nn.ModuleList(decoder_block_to_torch(b) for b in model.decoder)

@@ -165,7 +165,9 @@ class DecoderBlock(nn.Module):
         activation: ``"gelu"`` or ``"gelu_tanh"``, as :class:`attnlib.TransformerBlock`.
 
     Attributes:
-        ln1, ln2, ln3: ``nn.LayerNorm(E)`` before self-attention, cross-attention, the MLP.
+        ln1: ``nn.LayerNorm(E)`` before self-attention.
+        ln2: ``nn.LayerNorm(E)`` before cross-attention.
+        ln3: ``nn.LayerNorm(E)`` before the MLP.
         self_attn: :class:`attnlib.MultiHeadAttention` ``(E, H)``.
         cross_attn: :class:`attnlib.MultiHeadAttention` ``(E, H)``: queries from the target,
             keys and values from the memory.
