@@ -33,4 +33,18 @@
     },
     true
   );
+
+  /* On a phone the page's contents and the navigation open as dialogs over the page; a tap on
+   * a section of this page scrolled the page underneath and left the dialog open over it. Such
+   * a tap now closes the dialog once the browser has followed the link (a link to another page
+   * loads that page anyway). */
+  document.addEventListener("click", function (event) {
+    var target = event.target instanceof Element ? event.target : null;
+    var link = target && target.closest("#pst-primary-sidebar-modal[open] a[href], #pst-secondary-sidebar-modal[open] a[href]");
+    if (!link || !link.hash || link.pathname !== window.location.pathname) return;
+    var dialog = link.closest("dialog");
+    setTimeout(function () {
+      if (dialog.open) dialog.close();
+    }, 0);
+  });
 })();

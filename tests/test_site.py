@@ -923,6 +923,90 @@ def test_explorer_reads_its_settings_from_the_address(browser, site_url):
         visit.close()
 
 
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_link_with_settings_lands_on_the_explorer(browser, site_url, width):
+    """A heatmap's link opens the page scrolled to the explorer: its map is in view, not the
+    page's introduction (it started 1,202 px down at 1280 x 800, 1,859 px on a phone)."""
+    from urllib.parse import urlencode
+
+    query = urlencode({"mode": "dot", "sentence": SENTENCE, "T": "2"})
+    visit = _open_explorer(browser, f"{site_url}/{EXPLORER_PAGE}.html?{query}", width=width)
+    try:
+        tab = visit.tab
+        tab.wait_for_timeout(300)  # late layout (fonts, MathJax) must not push it away
+        box = tab.evaluate(
+            """() => { const map = document.querySelector('#explorer-weights');
+                const r = map.getBoundingClientRect();
+                return {top: r.top, bottom: r.bottom, height: innerHeight}; }"""
+        )
+        assert 0 <= box["top"] < box["height"], f"the map is not in view at {width} px: {box}"
+        assert tab.evaluate("() => scrollY") > 0
+    finally:
+        visit.close()
+
+
+CELL_CONTRAST = r"""() => {
+    const parse = c => (c.match(/[\d.]+/g) || []).map(Number);
+    const lum = rgb => {
+        const [r, g, b] = rgb.map(v => { v /= 255;
+            return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    };
+    let page = parse(getComputedStyle(document.body).backgroundColor);
+    if (page.length === 4 && page[3] === 0) page = [255, 255, 255];
+    return [...document.querySelectorAll('#explorer-weights td')].map(td => {
+        const [r, g, b, a = 1] = parse(getComputedStyle(td).backgroundColor);
+        const drawn = [r, g, b].map((c, i) => page[i] * (1 - a) + c * a);
+        const text = lum(parse(getComputedStyle(td).color).slice(0, 3)), cell = lum(drawn);
+        return (Math.max(text, cell) + 0.05) / (Math.min(text, cell) + 0.05);
+    });
+}"""
+
+
+@pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
+def test_heatmap_digits_are_readable_on_every_colour(browser, site_url, dark):
+    """Every weight written in a heatmap cell contrasts at least 4.5:1 with the cell's colour
+    as drawn over the page (white digits on a mid-blue cell were 2.56:1)."""
+    visit = _open_explorer(browser, f"{site_url}/{EXPLORER_PAGE}.html", dark=dark)
+    try:
+        tab = visit.tab
+        worst = []
+        for temperature in (0.3, 1.0, 3.0):  # weights near 0 and 1, and in between
+            _set(tab, SENTENCE, "dot", temperature)
+            worst.append(min(tab.evaluate(CELL_CONTRAST)))
+        assert min(worst) >= 4.5, f"lowest contrast of a cell's digits: {worst}"
+    finally:
+        visit.close()
+
+
+def test_explorer_modes_start_from_their_own_defaults(browser, site_url):
+    """A model mode forces the causal mask and may set T = 0 (greedy); back in a GloVe mode
+    the mask is off and T = 1 again (ship's weight was 0.73 instead of 0.55), and the model
+    mode gets back what the reader left it with."""
+    visit = _open_explorer(browser, f"{site_url}/{EXPLORER_PAGE}.html")
+    try:
+        tab = visit.tab
+        words, expected = expected_weights(SENTENCE, "dot", 1.0, False)
+        _compare(_table(tab), words, expected)
+        kind, text = MODEL_PROMPTS[0]
+        _set_model(tab, kind, text)
+        assert tab.is_checked("#explorer-causal")
+        _generate(tab, 3, 0.0)  # greedy
+        assert float(tab.input_value("#explorer-temperature")) == 0.0
+        tab.select_option("#explorer-mode", "dot")
+        assert not tab.is_checked("#explorer-causal")
+        assert float(tab.input_value("#explorer-temperature")) == 1.0
+        assert tab.input_value("#explorer-sentence") == SENTENCE
+        _compare(_table(tab), words, expected)
+        tab.select_option("#explorer-mode", kind)
+        _wait_idle(tab)
+        assert float(tab.input_value("#explorer-temperature")) == 0.0
+        assert tab.is_checked("#explorer-causal")
+        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
+    finally:
+        visit.close()
+
+
 # ---- the explorer's MiniLM mode: a trained encoder's stored heads ---------------------------
 #
 # The weights of all-MiniLM-L6-v2 on data/encoder_sentences.txt are computed at build time

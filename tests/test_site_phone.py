@@ -234,3 +234,41 @@ def test_attnlib_makes_inline_figures_sharp():
         assert meta == {"width": width // 2, "height": height // 2}, (width, height, meta)
     assert w2 == 2 * w0 or abs(w2 - 2 * w0) <= 2, (w0, w2)  # the same figure, twice the pixels
     assert not meta3 and w3 == w0, "the reader's own format is kept"
+
+
+def test_the_general_index_fits_a_phone(browser, base_urls):  # noqa: F811
+    """genindex.html, the index every page links to, was 567 px wide at 390."""
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844}, device_scale_factor=3, is_mobile=True
+    )
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(TIMEOUT_MS)
+        tab.goto(f"{base_urls['served']}/genindex.html", wait_until="load")
+        width = tab.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= 390, f"genindex.html is {width} px wide on a 390 px screen"
+        assert tab.locator("table.genindextable li").count() > 100  # the index is there
+    finally:
+        context.close()
+
+
+def test_a_tap_in_the_contents_closes_the_dialog(browser, base_urls):  # noqa: F811
+    """On a phone, tapping a section in the page's contents scrolls to it and closes the
+    contents dialog (it stayed open over the page)."""
+    ctx, tab = _open(
+        browser,
+        base_urls["served"],
+        "chapters/03_scaled_dot_product_attention",
+        PHONE,
+        device_scale_factor=3,
+        is_mobile=True,
+        has_touch=True,
+    )
+    try:
+        _dialog_opened(tab, ".bd-header-article .secondary-toggle", "#pst-secondary-sidebar-modal")
+        tab.locator("#pst-secondary-sidebar-modal a[href^='#']").nth(2).click()
+        tab.wait_for_timeout(300)
+        assert not tab.evaluate("document.querySelector('#pst-secondary-sidebar-modal').open")
+        assert tab.evaluate("() => scrollY") > 0, "the page did not scroll to the section"
+    finally:
+        ctx.close()

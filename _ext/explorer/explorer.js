@@ -444,16 +444,36 @@
   // Heatmap colour of a cell: blue for positive values, red for negative (cosines only), as
   // transparent as the value is small, so it reads on light and dark backgrounds (lighter
   // colours in the theme's dark mode, where the background is near black).
-  function colour(value) {
+  function colourOf(value) {
     const alpha = Math.min(1, Math.abs(value));
     const dark = document.documentElement.dataset.theme === "dark";
-    const [blue, red] = dark ? ["60, 125, 220", "225, 85, 60"] : ["31, 90, 170", "200, 60, 40"];
-    return `rgba(${value >= 0 ? blue : red}, ${alpha})`;
+    const [blue, red] = dark ? [[60, 125, 220], [225, 85, 60]] : [[31, 90, 170], [200, 60, 40]];
+    return { rgb: value >= 0 ? blue : red, alpha, dark };
   }
 
+  function colour(value) {
+    const { rgb, alpha } = colourOf(value);
+    return `rgba(${rgb.join(", ")}, ${alpha})`;
+  }
+
+  // WCAG's relative luminance of an sRGB colour (0-255 channels)
+  function luminance(rgb) {
+    const [r, g, b] = rgb.map((c) => {
+      const v = c / 255;
+      return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  }
+
+  // The cell's text: white or black, whichever contrasts more with the cell's colour as
+  // drawn over the page (white on a mid-blue cell was 2.56:1).
   function paint(cell, value) {
+    const { rgb, alpha, dark } = colourOf(value);
+    const page = dark ? [18, 18, 18] : [255, 255, 255];
+    const L = luminance(rgb.map((c, i) => page[i] * (1 - alpha) + c * alpha));
+    const onWhite = 1.05 / (L + 0.05), onBlack = (L + 0.05) / 0.05; // at worst 4.58:1
     cell.style.backgroundColor = colour(value);
-    cell.style.color = Math.min(1, Math.abs(value)) > 0.5 ? "#fff" : "";
+    cell.style.color = onWhite > onBlack ? "#fff" : "#000";
   }
 
   // The table: one row per query (a th, then one td per key), digits decimals in the tooltip.
@@ -569,6 +589,11 @@
     const [encoderSentence, thumbs] = ["encoder-sentence", "heads"].map($);
     const models = { glove };
     const texts = { ...DEFAULT_TEXT };
+    // each family's temperature and causal mask: its defaults when it is first shown (the
+    // address's for the family the page opens in), then what the reader left it with
+    const isModelFamily = (f) => f === "lm" || f === "induction";
+    const settings = {};
+    const settingsOf = (f) => settings[f] || { T: "1", causal: isModelFamily(f) };
     let family = "glove";
 
     const params = new URLSearchParams(window.location.search);
@@ -713,10 +738,15 @@
       const wanted = FAMILY[mode.value];
       if (wanted !== family) {
         texts[family] = sentence.value;
+        settings[family] = { T: temperature.value, causal: causal.checked };
         sentence.value = texts[wanted];
         family = wanted;
+        const own = settingsOf(family);
+        temperature.min = isModelFamily(family) ? "0" : "0.1"; // before the value: a range clamps
+        temperature.value = own.T;
+        causal.checked = own.causal;
       }
-      const isModel = family === "lm" || family === "induction";
+      const isModel = isModelFamily(family);
       showFor(family);
       if (family !== "minilm") {
         temperature.min = isModel ? "0" : "0.1";
@@ -797,6 +827,9 @@
     update();
     root.dataset.readyMs = String(Math.round(performance.now()));
     root.dataset.ready = "true";
+    // a link with settings (a heatmap's "open in the explorer") lands on the explorer, not on
+    // the page's introduction above it
+    if ([...params.keys()].length) root.scrollIntoView({ block: "start" });
   }
 
   window.AttentionExplorer = {
