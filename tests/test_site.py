@@ -608,6 +608,17 @@ def test_explorer_splits_words_as_attnlib_tokenize(explorer):
     _assert_clean(explorer)
 
 
+def test_explorer_splits_the_odyssey_text_as_attnlib_word_tokens(explorer):
+    """The language model's tokenizer in the page is attnlib.corpus.word_tokens: curly quotes,
+    "n't", and an emoji as one token (it was two "\ufffd" rows, one per UTF-16 half)."""
+    from attnlib.corpus import word_tokens
+
+    text = "\u201cDon't\u201d, said Ulysses \U0001f6a2 to the ship's crew"
+    page = explorer.tab.evaluate("t => AttentionExplorer.wordTokens(t)", text)
+    assert page == word_tokens(text)
+    assert "\U0001f6a2" in page
+
+
 def test_explorer_recomputes_on_input_and_on_enter(explorer):
     tab = explorer.tab
     _set(tab, "my ship")
@@ -634,10 +645,26 @@ def test_explorer_names_unknown_words(explorer):
     assert message.is_visible()
     text = message.text_content()
     assert "'shhip.'" in text and "'crrew'" in text, text
-    assert _table(tab) == [], "no weights for a sentence with unknown words"
+    # no weights for a sentence with unknown words: the last map stays, faded, marked stale
+    assert tab.get_attribute("#explorer-weights", "data-stale") == "true"
     _set(tab, SENTENCE)  # and back
     assert not message.is_visible() and len(_table(tab)) == 11
+    assert tab.get_attribute("#explorer-weights", "data-stale") is None
     _assert_clean(explorer)
+
+
+def test_explorer_keeps_its_map_while_the_reader_types(explorer):
+    """Typing "I must go back to my ship" key by key: between two words (an unknown "shi")
+    the last map stays, faded; it blanked on 6 of 25 keystrokes."""
+    tab = explorer.tab
+    _set(tab, "I")
+    for key in " must go back to my ship":
+        tab.press("#explorer-sentence", "Space" if key == " " else key)
+        assert len(_table(tab)) >= 1, (
+            f"the map blanked at {tab.input_value('#explorer-sentence')!r}"
+        )
+    assert tab.get_attribute("#explorer-weights", "data-stale") is None
+    assert [row["word"] for row in _table(tab)] == "i must go back to my ship".split()
 
 
 def test_explorer_fetches_little_and_only_from_the_site(explorer):
@@ -822,7 +849,60 @@ def _generate(tab, count: int, temperature: float, top_k: int = 0, seed: int = 0
     tab.fill("#explorer-seed", str(seed))
     tab.fill("#explorer-count", str(count))
     tab.click("#explorer-generate")
+    _wait_idle(tab)  # one token at a time, the page drawn between two
     return tab.input_value("#explorer-sentence")
+
+
+LONG_TASKS = """() => { window.longTasks = [];
+    new PerformanceObserver(list => window.longTasks.push(
+        ...list.getEntries().map(e => e.duration))).observe({type: 'longtask'}); }"""
+
+
+def test_explorer_generates_without_freezing_the_page(browser, site_url):
+    """64 words were one block of 1.3 s (3.4 s at 4x CPU throttling) with no busy state: now
+    the page shows its progress, disables the button, and no task blocks it for long."""
+    visit = _open_explorer(browser, f"{site_url}/{EXPLORER_PAGE}.html")
+    try:
+        tab = visit.tab
+        kind, text = MODEL_PROMPTS[0]
+        _set_model(tab, kind, "I")
+        tab.evaluate(LONG_TASKS)
+        tab.fill("#explorer-count", "60")
+        tab.eval_on_selector(
+            "#explorer-temperature",
+            """el => { el.value = 0; el.dispatchEvent(new Event('input', {bubbles: true})); }""",
+        )
+        tab.click("#explorer-generate")
+        assert tab.get_attribute("#explorer-app", "data-busy") == "true"
+        assert tab.is_disabled("#explorer-generate")
+        tab.wait_for_function(
+            "() => document.querySelector('#explorer-message').textContent.includes('of 60')"
+        )
+        _wait_idle(tab)
+        assert not tab.is_disabled("#explorer-generate")
+        longest = max(tab.evaluate("() => window.longTasks"), default=0)
+        assert longest < 250, f"the page was blocked for {longest:.0f} ms in one task"
+        assert len(tab.input_value("#explorer-sentence").split()) > 40
+        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
+    finally:
+        visit.close()
+
+
+def test_explorer_head_changes_reuse_the_pass_and_text_changes_do_not(browser, site_url):
+    """Changing the head or layer of a model mode redraws the stored forward pass (a new pass
+    took 1.0 s at 4x CPU throttling); a new text makes a new pass. Each table is attnlib's."""
+    visit = _open_explorer(browser, f"{site_url}/{EXPLORER_PAGE}.html")
+    try:
+        tab = visit.tab
+        kind, text = MODEL_PROMPTS[0]
+        for words, head in ((text, "1"), (text + " ship", "1"), (text + " ship", "0")):
+            _set_model(tab, kind, words)
+            tab.select_option("#explorer-head", head)
+            _, weights = _attnlib_run(kind, _model_ids(kind, words))
+            rows = _table(tab)
+            _compare(rows, [r["word"] for r in rows], weights[0][int(head)])
+    finally:
+        visit.close()
 
 
 @pytest.mark.parametrize(("kind", "text"), [MODEL_PROMPTS[0], MODEL_PROMPTS[3]])

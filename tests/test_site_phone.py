@@ -272,3 +272,38 @@ def test_a_tap_in_the_contents_closes_the_dialog(browser, base_urls):  # noqa: F
         assert tab.evaluate("() => scrollY") > 0, "the page did not scroll to the section"
     finally:
         ctx.close()
+
+
+SHRUNKEN_FIGURES = r"""() => [...document.querySelectorAll('article img')]
+    .filter(img => img.naturalWidth > 0)
+    .map(img => {
+        // a 2x ("retina") PNG declares its size in CSS pixels; others are drawn 1:1
+        const natural = Number(img.getAttribute('width')) || img.naturalWidth;
+        const link = img.closest('a');
+        return {src: img.getAttribute('src'), scale: img.getBoundingClientRect().width / natural,
+                opens: !!link && link.getAttribute('href') === img.getAttribute('src')};
+    })"""
+
+
+@pytest.mark.parametrize(
+    "page", ["chapters/03_scaled_dot_product_attention", "chapters/cross_attention"]
+)
+def test_a_shrunken_figure_opens_at_full_size(browser, base_urls, page):  # noqa: F811
+    """On a phone a figure drawn for the column is shown at about half its size (Fig. 3.3's
+    digits were 4.5 CSS px). Every image shown below 80 % of its size is a link to its own
+    file (Sphinx's image-reference), which the browser shows at full size and lets the reader
+    zoom (digits of 8 pt are 11 CSS px there)."""
+    ctx, tab = _open(
+        browser, base_urls["served"], page, PHONE, device_scale_factor=3, is_mobile=True
+    )
+    try:
+        figures = tab.evaluate(SHRUNKEN_FIGURES)
+        shrunken = [f for f in figures if f["scale"] < 0.8]
+        assert shrunken, "no figure is shrunken on a phone: the test checks nothing"
+        closed = [f["src"] for f in shrunken if not f["opens"]]
+        assert not closed, f"shrunken figures that do not open at full size: {closed}"
+        href = shrunken[0]["src"]
+        response = tab.request.get(f"{base_urls['served']}/{page.rsplit('/', 1)[0]}/{href}")
+        assert response.ok and response.headers["content-type"].startswith("image/")
+    finally:
+        ctx.close()
