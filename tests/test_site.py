@@ -1366,6 +1366,66 @@ def test_explorer_fits_a_phone_and_reads_in_both_themes(browser, site_url, how, 
         visit.close()
 
 
+# ---- search ------------------------------------------------------------------------------
+
+
+def _search(browser, url: str) -> tuple[object, object, list[str]]:
+    """A tab on the search page at ``url``, its results listed; and the console's errors."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    tab.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    tab.on(
+        "console",
+        lambda m: (
+            errors.append(f"{m.text} {m.location.get('url', '')}")
+            if m.type == "error" and "/favicon.ico" not in m.location.get("url", "")
+            else None
+        ),
+    )
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    tab.goto(url, wait_until="load")
+    tab.wait_for_selector("#search-results ul li")
+    tab.wait_for_timeout(1500)  # the excerpts are fetched after the list
+    return context, tab, errors
+
+
+def test_search_quotes_the_article_not_the_sidebar_or_tex(browser, site_url):
+    """Served, each result quotes its page's text around the term: not the contents sidebar
+    and not an equation's TeX source (excerpts began with section titles and "\\(")."""
+    context, tab, errors = _search(browser, f"{site_url}/search.html?q=softmax")
+    try:
+        excerpts = tab.eval_on_selector_all(
+            "#search-results p.context", "els => els.map(e => e.textContent)"
+        )
+        assert len(excerpts) >= 5, excerpts
+        for text in excerpts:
+            assert "\\(" not in text and "\\mathrm" not in text and "\\frac" not in text, text
+        assert sum("softmax" in text.lower() for text in excerpts) >= len(excerpts) // 2
+        assert not errors, errors
+    finally:
+        context.close()
+
+
+def test_search_opened_as_a_file_says_why_it_has_no_excerpts(browser):
+    """From file:// a page cannot read another file: the results list the pages, say why they
+    quote nothing and link to the index, with no console error (there were 180)."""
+    page = SITE / "search.html"
+    if not page.exists():
+        _unavailable(f"no built site at {SITE}: run `make book` first")
+    context, tab, errors = _search(browser, page.as_uri() + "?q=softmax")
+    try:
+        assert tab.locator("#search-results ul li").count() >= 5
+        note = tab.locator(".search-offline-note")
+        assert note.is_visible()
+        assert "open as files" in note.text_content()
+        href = note.locator("a").get_attribute("href")
+        assert href.endswith("genindex.html") and (SITE / "genindex.html").exists()
+        assert not errors, errors
+    finally:
+        context.close()
+
+
 # ---- the book's structure: numbered parts, figures, exercises, widths, licence -------------
 
 
