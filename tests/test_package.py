@@ -79,8 +79,23 @@ def test_load_glove_is_cached():
     assert first.vectors is vectors  # copied once, then kept
 
 
-def test_version():
-    assert attnlib.__version__ == "0.1.0"
+def test_version_has_one_source():
+    """pyproject.toml takes the version from attnlib.__version__ (no second copy to drift), and
+    the installed package's metadata says the same."""
+    import importlib.metadata
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    attr = project["tool"]["setuptools"]["dynamic"]["version"]["attr"]
+    assert attr == "attnlib.__version__"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", attnlib.__version__)
+    try:
+        installed = importlib.metadata.version("attnlib")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("attnlib is not installed (lib/ on the path): no metadata to compare")
+    assert installed == attnlib.__version__
 
 
 # ---------------------------------------------------------------- public names
