@@ -128,6 +128,7 @@ def test_read_glove_one_dimension_and_one_word(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_read_glove_very_long_line(tmp_path):
     dim = 300_000  # a 600 kB line
     values = np.arange(dim, dtype=np.float32) % 7 - 3

@@ -54,6 +54,7 @@ def test_committed_weights_give_the_chapters_numbers(committed):
     _close(measured, config["measured"], 1e-4)  # and what the script recorded
 
 
+@pytest.mark.slow
 def test_retraining_gives_the_same_model(committed):
     model, _ = committed
     torch.set_num_threads(1)

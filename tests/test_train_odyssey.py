@@ -38,6 +38,7 @@ def train_in(out: Path, processes: int) -> dict:
     return torch.load(out / "model.pt", weights_only=True)
 
 
+@pytest.mark.slow
 def test_two_processes_take_the_same_steps_as_one(tmp_path):
     one = train_in(tmp_path / "one", 1)
     two = train_in(tmp_path / "two", 2)
