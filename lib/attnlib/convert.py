@@ -257,16 +257,7 @@ def block_from_torch(layer: nn.TransformerEncoderLayer) -> TransformerBlock:
             f"layer must be a torch.nn.TransformerEncoderLayer; got {type(layer).__name__}"
         )
     _check_pre_ln_gelu(layer, "TransformerBlock")
-    E, hidden = layer.linear1.in_features, layer.linear1.out_features
-    weight = layer.linear1.weight
-    block = TransformerBlock(
-        E,
-        layer.self_attn.num_heads,
-        mlp_ratio=hidden / E,
-        dropout=layer.dropout.p,
-        bias=layer.linear1.bias is not None,
-        norm_eps=layer.norm1.eps,
-    ).to(device=weight.device, dtype=weight.dtype)
+    block = _block_like(TransformerBlock, layer)
     block.attn = from_torch(layer.self_attn)
     _copy_block_parts(block, layer, to_block=True)
     return block.train(layer.training)
@@ -369,6 +360,21 @@ def _check_pre_ln_gelu(layer, what: str) -> None:
         )
 
 
+def _block_like(cls, layer):
+    """A ``cls`` (``TransformerBlock`` or ``DecoderBlock``) of the sizes, dropout, bias, ``eps``,
+    dtype and device of PyTorch's ``layer``; its weights are copied afterwards."""
+    E, hidden = layer.linear1.in_features, layer.linear1.out_features
+    weight = layer.linear1.weight
+    return cls(
+        E,
+        layer.self_attn.num_heads,
+        mlp_ratio=hidden / E,
+        dropout=layer.dropout.p,
+        bias=layer.linear1.bias is not None,
+        norm_eps=layer.norm1.eps,
+    ).to(device=weight.device, dtype=weight.dtype)
+
+
 def _torch_layer_options(block) -> dict:
     """The keyword arguments of ``nn.TransformerEncoderLayer``, ``nn.TransformerDecoderLayer``
     and ``nn.Transformer`` that a block of ``attnlib`` fixes: pre-LN, GELU, batch first, its
@@ -447,16 +453,7 @@ def decoder_block_from_torch(layer: nn.TransformerDecoderLayer) -> DecoderBlock:
             f"layer must be a torch.nn.TransformerDecoderLayer; got {type(layer).__name__}"
         )
     _check_pre_ln_gelu(layer, "DecoderBlock")
-    E, hidden = layer.linear1.in_features, layer.linear1.out_features
-    weight = layer.linear1.weight
-    block = DecoderBlock(
-        E,
-        layer.self_attn.num_heads,
-        mlp_ratio=hidden / E,
-        dropout=layer.dropout.p,
-        bias=layer.linear1.bias is not None,
-        norm_eps=layer.norm1.eps,
-    ).to(device=weight.device, dtype=weight.dtype)
+    block = _block_like(DecoderBlock, layer)
     block.self_attn = from_torch(layer.self_attn)
     block.cross_attn = from_torch(layer.multihead_attn)
     _copy_pairs(_decoder_pairs(block, layer), forward=True)
