@@ -42,6 +42,7 @@ from attnlib.linear_attention import (
 )
 from attnlib.paged import BlockPool, PagedModelCache
 from attnlib.positions import alibi_bias, rotary_embedding, sinusoidal_encoding
+from attnlib.seq2seq import AdditiveAttention, EncoderDecoder
 
 E, H, N, L, S = 12, 3, 2, 5, 7
 CUDA = torch.cuda.is_available()
@@ -344,6 +345,34 @@ def test_encoder(device):
         on_cpu,
         device,
     )
+
+
+def test_additive_attention(device):
+    torch.manual_seed(0)
+    module = AdditiveAttention(6, 8, 5, bias=True)
+    q, k = torch.randn(N, L, 6), torch.randn(N, S, 8)
+    mask = _masks()["(N, 1, 1, S) bool"][:, 0]  # (N, 1, S)
+    on_cpu = module(q, k, k, mask=mask)
+    module.to(device)
+    _same(module(*_to((q, k, k), device), mask=mask.to(device)), on_cpu, device)
+
+
+def test_encoder_decoder_and_its_generation(device):
+    """Teacher forcing with every weight, then greedy generation with the cached cross keys
+    and values and the decoder's KVCaches: the CPU's numbers and tokens."""
+    torch.manual_seed(0)
+    model = EncoderDecoder(19, 13, E, H, 2, 2, max_len=9).eval()
+    source, target = torch.randint(0, 19, (N, S)), torch.randint(0, 13, (N, L))
+    source_mask = torch.ones(N, S, dtype=torch.bool)
+    source_mask[1, 4:] = False
+    logits_cpu, weights_cpu = model(source, target, source_mask=source_mask, need_weights=True)
+    ids_cpu = model.generate(source, 8, bos_id=1, source_mask=source_mask)
+    model.to(device)
+    moved = _to((source, target, source_mask), device)
+    logits, weights = model(*moved[:2], source_mask=moved[2], need_weights=True)
+    _same((logits, *weights.values()), (logits_cpu, *weights_cpu.values()), device)
+    ids = model.generate(moved[0], 8, bos_id=1, source_mask=moved[2])
+    assert ids.device.type == device.type and torch.equal(ids.cpu(), ids_cpu)
 
 
 @pytest.mark.skipif(CUDA, reason="a CUDA device is here: make gpu-check runs for real")
