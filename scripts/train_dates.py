@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from _atomic import atomic_path, write_atomic
+from attnlib import scaled_dot_product_attention
 from attnlib.experiment import machine
 from attnlib.seq2seq import AdditiveAttention, EncoderDecoder
 from torch import nn
@@ -89,7 +90,7 @@ def suffix(day: int) -> str:
     """1 -> "1st", 22 -> "22nd", 13 -> "13th"."""
     if 10 <= day % 100 <= 20:
         return f"{day}th"
-    return f"{day}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(day % 10, 'th') }".replace(" ", "")
+    return f"{day}" + {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
 
 
 # Each form writes a date (d: day, m: month 1-12, y: year). Butler's Odyssey has none; his
@@ -180,8 +181,9 @@ def decode_target(ids) -> str:
 
 # ---- the recurrent models of Bahdanau et al. -----------------------------------------------
 class DotAttention(nn.Module):
-    """The scaled dot product of projected queries and keys: ``(W_q q) . (W_k k) / sqrt(A)``,
-    the same interface as :class:`attnlib.seq2seq.AdditiveAttention`."""
+    """The scaled dot product of projected queries and keys, ``(W_q q) . (W_k k) / sqrt(A)``
+    (:func:`attnlib.scaled_dot_product_attention`), with the interface of
+    :class:`attnlib.seq2seq.AdditiveAttention`."""
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int):
         super().__init__()
@@ -189,12 +191,7 @@ class DotAttention(nn.Module):
         self.k_proj = nn.Linear(key_dim, hidden_dim, bias=False)
 
     def forward(self, query, key, value, *, mask=None):
-        scores = self.q_proj(query) @ self.k_proj(key).transpose(1, 2)  # (N, L, S)
-        scores = scores / math.sqrt(self.q_proj.out_features)
-        if mask is not None:
-            scores = scores.masked_fill(~mask, -math.inf)
-        weights = torch.softmax(scores, dim=-1)  # (N, L, S)
-        return weights @ value, weights
+        return scaled_dot_product_attention(self.q_proj(query), self.k_proj(key), value, mask=mask)
 
 
 class RecurrentTranslator(nn.Module):
