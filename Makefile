@@ -1,6 +1,6 @@
 # Attention, by hand and by library: build, test and refresh the book.
 # Everything runs from the project's own virtualenv (.venv), which `make env` (run first by
-# every target) creates or refreshes with scripts/make_env.py.
+# every target) creates or refreshes (see "environment" below).
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -46,13 +46,14 @@ PY_FLOOR  := 3.11.5
 VENV      := .venv
 BIN       := $(VENV)/bin
 STAMP     := $(VENV)/.stamp
+GOAL      := $(or $(MAKECMDGOALS),book)
+comma     := ,
 # On Linux torch comes from PyTorch's CPU wheel index (PyPI's Linux wheel pulls several GB
 # of CUDA libraries); empty it (`make TORCH_INDEX= book`) to use the default index.
 TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?= $(TORCH_CPU_INDEX)
 NET_TIMEOUT ?= 5
-# .venv is filled by uv (installed from PyPI into it; about 5x faster than pip), or by pip
-# with `make INSTALLER=pip ...`; if uv fails, pip takes over.
+# .venv is made by uv (about 5x faster than pip), or by pip with `make INSTALLER=pip ...`.
 INSTALLER ?= uv
 JOBS ?= 2
 NOTEBOOKS := $(wildcard chapters/*.ipynb)
@@ -200,18 +201,85 @@ colab-cells: env
 	$(BIN)/python scripts/colab_cells.py
 
 # ---- environment --------------------------------------------------------------------
-# scripts/make_env.py returns at once when .venv is up to date; otherwise it checks
-# PYTHON's version and the package index, replaces a stale .venv (saying why), installs the
-# lock and writes the stamp last (tests/test_install.py). `make PYTHON=python3.12 ...`
-# rebuilds .venv with that interpreter.
-env:
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "env: cannot run PYTHON=$(PYTHON): this \
-	    book needs Python >= $(PY_FLOOR); run \`make PYTHON=/path/to/python3.12 \
-	    $(or $(MAKECMDGOALS),book)\`" >&2; exit 1; }
-	@$(PYTHON) scripts/make_env.py --python $(PYTHON) --floor $(PY_FLOOR) \
-	    --goal "$(or $(MAKECMDGOALS),book)" --net-timeout $(NET_TIMEOUT) \
-	    --torch-index "$(TORCH_INDEX)" --installer $(INSTALLER) \
-	    $(if $(filter command line environment,$(origin PYTHON)),--explicit)
+# .venv is up to date when its stamp is newer than the lock and pyproject.toml (make's own
+# rule); it is made again, saying why, when it was made by a Python older than PY_FLOOR or,
+# with `make PYTHON=...`, by another Python than that one. uv (PyPI's wheel, kept in
+# _build/uv unless uv is on PATH) makes it (`uv venv`) and installs the lock (`uv pip
+# sync`); `make INSTALLER=pip ...` uses venv and pip, and pip takes over when uv fails. The
+# stamp is written last, so an install that fails half-way is redone (tests/test_install.py).
+UV_PIN    := uv==0.13.9
+UV        := $(or $(shell command -v uv 2>/dev/null),_build/uv/bin/uv)
+PYPI      := $(or $(PIP_INDEX_URL),https://pypi.org/simple/)
+VENV_PY   := $(shell sed -nE 's/^version(_info)? *= *([0-9]+\.[0-9]+\.[0-9]+).*/\2/p' \
+    $(VENV)/pyvenv.cfg 2>/dev/null)
+PY_WANTED := $(if $(filter command line environment,$(origin PYTHON)),$(shell \
+    $(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null))
+older = $(filter-out $(2),$(firstword $(shell printf '%s\n' $(1) $(2) | sort -V)))
+STALE := $(strip $(if $(VENV_PY),$(if $(call older,$(VENV_PY),$(PY_FLOOR)),it was made by \
+    Python $(VENV_PY)$(comma) older than $(PY_FLOOR),$(if $(filter-out $(VENV_PY),$(PY_WANTED)),it \
+    was made by Python $(VENV_PY)$(comma) not by PYTHON=$(PYTHON) ($(PY_WANTED))))))
+ifneq ($(STALE)$(if $(wildcard $(BIN)/python),,missing),)
+.PHONY: $(STAMP)
+endif
+
+# Exits with the reason when the URL (argv[1]) does not answer within NET_TIMEOUT seconds.
+define PROBE_PY
+import os, sys, urllib.error as e, urllib.request as u
+url = sys.argv[1]
+try:
+    if url.startswith("file:"):
+        os.listdir(u.url2pathname(url[5:]))
+    else:
+        u.urlopen(u.Request(url, method="HEAD"), timeout=$(NET_TIMEOUT)).close()
+except e.HTTPError:
+    pass  # the server answered
+except Exception as error:
+    sys.exit(str(getattr(error, "reason", error)))
+endef
+export PROBE_PY
+export NEW_ENOUGH := import sys; sys.exit(sys.version_info < ($(subst .,$(comma),$(PY_FLOOR))))
+
+env: $(STAMP)
+$(STAMP): requirements.txt pyproject.toml
+	@found=$$($(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null) \
+	    || { echo "env: cannot run PYTHON=$(PYTHON): this book needs Python >= $(PY_FLOOR);" \
+	    "run \`make PYTHON=/path/to/python3.12 $(GOAL)\`" >&2; exit 1; }; \
+	if ! $(PYTHON) -c "$$NEW_ENOUGH"; then \
+	    better=$$(for p in python3.14 python3.13 python3.12 python3.11; do \
+	        $$p -c "$$NEW_ENOUGH" 2>/dev/null && echo $$p && break; done || true); \
+	    echo "env: needs Python >= $(PY_FLOOR), found $$found (PYTHON=$(PYTHON));" >&2; \
+	    echo "env: run \`make PYTHON=$${better:-python3.12} $(GOAL)\`" >&2; \
+	    [ -n "$$better" ] || echo "env: no Python >= $(PY_FLOOR) found on PATH: install one" \
+	        "(python.org, your package manager, pyenv, or \`uv python install 3.12\`)" >&2; \
+	    exit 1; fi
+	@why=$$($(PYTHON) -c "$$PROBE_PY" $(PYPI) 2>&1) || { echo "env: cannot reach the package" \
+	    "index $(PYPI) ($$why). Making .venv downloads the pinned packages (requirements.txt)" \
+	    "from it: connect to the network (or point PIP_INDEX_URL at a mirror you can reach)" \
+	    "and run make again. Nothing was created." >&2; exit 1; }
+	$(if $(STALE),@echo "env: removing $(VENV): $(STALE)"; rm -rf $(VENV))
+	@rm -f $(STAMP); opts="--index-url $(PYPI) $(addprefix --find-links ,$(PIP_FIND_LINKS))"; \
+	if [ "$(shell uname)" = Linux ] && [ -n "$(TORCH_INDEX)" ]; then \
+	    if why=$$($(PYTHON) -c "$$PROBE_PY" $(TORCH_INDEX) 2>&1); then opts="$$opts \
+	        --extra-index-url $(TORCH_INDEX) --index-strategy unsafe-best-match"; \
+	    else echo "env: note: cannot reach TORCH_INDEX=$(TORCH_INDEX) ($$why); torch comes" \
+	        "from the default index instead (see README, Troubleshooting)." >&2; fi; fi; \
+	if [ $(INSTALLER) = uv ] && { [ -x $(UV) ] || $(PYTHON) -m pip install -q --target \
+	        _build/uv $(UV_PIN); } && { [ -x $(BIN)/python ] || $(UV) venv -q --seed \
+	        --python $(PYTHON) $(VENV); } && $(UV) pip sync --python $(BIN)/python $$opts \
+	        requirements.txt && $(UV) pip install -q --python $(BIN)/python --no-deps -e .; \
+	then :; else \
+	    [ $(INSTALLER) = pip ] || echo "env: note: installing with uv failed (see above);" \
+	        "installing with pip instead" >&2; \
+	    [ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); echo "env:" \
+	        "\`$(PYTHON) -m venv\` failed (on Debian/Ubuntu: apt install python3-venv)" >&2; \
+	        exit 1; }; \
+	    $(BIN)/python -m pip install $${opts//--index-strategy unsafe-best-match/} \
+	        -r requirements.txt && $(BIN)/python -m pip install --no-deps -e .; fi
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name \
+	    "Python 3 (.venv)" >/dev/null
+	@! ls -d $(VENV)/lib/python*/site-packages/nvidia* >/dev/null 2>&1 || echo "env: note:" \
+	    "torch's CUDA build was installed, with its nvidia-* packages (README, Troubleshooting)"
+	@touch $@
 
 # ---- the lock -----------------------------------------------------------------------
 # requirements.txt and binder/requirements.txt from their .in files (scripts/lock.sh).

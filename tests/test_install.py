@@ -1,12 +1,12 @@
 """`make env` on a reader's machine: the interpreter check, the network probe, a stale .venv.
 
-Each test runs the real Makefile in a temporary folder holding only the Makefile,
-scripts/make_env.py and the requirements files, never the repository's .venv. The
-interpreter is a fake: a shell script that reports the Python version the test chooses and
-whose `-m venv` makes a fake .venv, whose `python` records its arguments instead of
-installing anything. The network probe is the real one (run by the test's Python), pointed
-at local addresses only: a folder as the package index (`PIP_INDEX_URL=file://...`), a
-closed port on 127.0.0.1 as a host that does not answer.
+Each test runs the real Makefile in a temporary folder holding only the Makefile and the
+requirements files, never the repository's .venv. The interpreter is a fake: a shell script
+that runs the real Python with ``sys.version_info`` replaced by the version the test chooses,
+and whose `-m venv` makes a fake .venv, whose `python` records its arguments instead of
+installing anything; uv is a fake too (``UV=``), recording its calls. The network probe is the
+real one, pointed at local addresses only: a folder as the package index
+(`PIP_INDEX_URL=file://...`), a closed port on 127.0.0.1 as a host that does not answer.
 """
 
 from __future__ import annotations
@@ -23,41 +23,52 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT_FILES = (
-    "Makefile",
-    "requirements.in",
-    "requirements.txt",
-    "pyproject.toml",
-    "scripts/make_env.py",
-)
+PROJECT_FILES = ("Makefile", "requirements.in", "requirements.txt", "pyproject.toml")
 CLOSED_PORT = "http://127.0.0.1:9/simple/"  # the discard port: nothing listens, refused at once
 
 pytestmark = pytest.mark.skipif(
     shutil.which("make") is None or sys.platform == "win32", reason="needs make and a POSIX shell"
 )
 
-FAKE_PYTHON = """#!/bin/sh
-# A Python that says it is $FAKE_VERSION and makes fake virtualenvs; anything else runs
-# the real interpreter (the network probe).
-case "$*" in
-  *version_info*) echo "$FAKE_VERSION" ;;
-  "-m venv "*)
-    mkdir -p "$3/bin"
-    printf 'home = /fake\\nversion = %s\\n' "$FAKE_VERSION" > "$3/pyvenv.cfg"
-    cp "$FAKE_VENV_PYTHON" "$3/bin/python" ;;
-  *) exec {real} "$@" ;;
-esac
+FAKE_PYTHON = """#!{real}
+# A Python that says it is $FAKE_VERSION and makes fake virtualenvs.
+import os, shutil, sys
+
+args, version = sys.argv[1:], os.environ["FAKE_VERSION"]
+if args[0] == "-c":  # the Makefile's version check or network probe
+    sys.argv = ["-c", *args[2:]]
+    code = args[1].replace("sys.version_info", repr(tuple(map(int, version.split(".")))))
+    exec(compile(code, "<string>", "exec"), {{"__name__": "__main__"}})
+elif args[:2] == ["-m", "venv"]:
+    os.makedirs(args[2] + "/bin")
+    with open(args[2] + "/pyvenv.cfg", "w") as cfg:
+        cfg.write(f"home = /fake\\nversion = {{version}}\\n")
+    shutil.copy(os.environ["FAKE_VENV_PYTHON"], args[2] + "/bin/python")
+else:
+    sys.exit(f"fake python: unexpected {{args}}")
 """
 
 FAKE_VENV_PYTHON = """#!/bin/sh
 # The fake .venv's python: records each call; `pip install -e .` fails when FAIL_EDITABLE
-# is set (an install that breaks half-way), and uv fails when FAIL_UV is set.
+# is set (an install that breaks half-way).
 echo "$*" >> "$CALLS"
 case "$*" in
-  *"install -e ."*) if [ -n "$FAIL_EDITABLE" ]; then echo "simulated pip failure" >&2; exit 1; fi ;;
-  "-m uv "*) if [ -n "$FAIL_UV" ]; then echo "simulated uv failure" >&2; exit 1; fi ;;
+  *"install --no-deps -e ."*)
+    [ -z "$FAIL_EDITABLE" ] || { echo "simulated pip failure" >&2; exit 1; } ;;
 esac
 """
+
+FAKE_UV = """#!/bin/sh
+# uv: records each call; `uv venv` makes a fake .venv; `uv pip sync` fails when FAIL_UV is set.
+echo "uv $*" >> "$CALLS"
+case "$1 $2" in
+  "venv "*) for last; do :; done; "$FAKE_PYTHON" -m venv "$last" ;;
+  "pip sync") [ -z "$FAIL_UV" ] || { echo "simulated uv failure" >&2; exit 1; } ;;
+esac
+"""
+
+
+KERNEL = "-m ipykernel install --sys-prefix --name python3 --display-name Python 3 (.venv)"
 
 
 class Project:
@@ -70,6 +81,7 @@ class Project:
             shutil.copy2(ROOT / name, path / name)
         self.fake_python = self._script("fake-python", FAKE_PYTHON.format(real=sys.executable))
         self.fake_venv_python = self._script("fake-venv-python", FAKE_VENV_PYTHON)
+        self.fake_uv = self._script("fake-uv", FAKE_UV)
         self.calls = path / "calls.log"
         self.index = path / "index"  # a package index that answers: an existing folder
         self.index.mkdir()
@@ -99,19 +111,25 @@ class Project:
             INSTALLER="pip",  # the exact pip calls; test_uv_installs_the_lock checks uv's
             FAKE_VERSION=version,
             FAKE_VENV_PYTHON=str(self.fake_venv_python),
+            FAKE_PYTHON=str(self.fake_python),
             CALLS=str(self.calls),
             PIP_INDEX_URL=self.index.as_uri(),
             PIP_CONFIG_FILE=os.devnull,
         )
         environ.update(env)
         return subprocess.run(
-            ["make", "--no-print-directory", *args],
+            ["make", "--no-print-directory", f"UV={self.fake_uv}", *args],
             cwd=self.path,
             env=environ,
             capture_output=True,
             text=True,
             timeout=60,
         )
+
+    @property
+    def pip_lock(self) -> str:
+        """The fake .venv's record of pip installing the lock from the test's index."""
+        return f"-m pip install --index-url {self.index.as_uri()} -r requirements.txt"
 
     def recorded(self) -> list[str]:
         return self.calls.read_text().splitlines() if self.calls.exists() else []
@@ -173,9 +191,9 @@ def test_venv_older_than_floor_is_replaced(project: Project):
     assert (project.venv / ".stamp").exists()
     torch_opts = f"--extra-index-url {torch_index.as_uri()} " if sys.platform == "linux" else ""
     assert project.recorded() == [
-        f"-m pip install {torch_opts}-r requirements.txt",
-        "-m pip install -e . --no-deps",
-        "-m ipykernel install --sys-prefix --name python3 --display-name Python 3 (.venv)",
+        f"-m pip install --index-url {project.index.as_uri()} {torch_opts}-r requirements.txt",
+        "-m pip install --no-deps -e .",
+        KERNEL,
     ]
 
 
@@ -190,7 +208,7 @@ def test_venv_of_another_explicit_python_is_replaced(project: Project):
     assert "version = 3.13.0" in (project.venv / "pyvenv.cfg").read_text()
     if sys.platform == "linux":  # TORCH_INDEX does not answer: the default index, with a note
         assert f"cannot reach TORCH_INDEX={CLOSED_PORT}" in result.stderr
-    assert project.recorded()[0] == "-m pip install -r requirements.txt"
+    assert project.recorded()[0] == project.pip_lock
 
 
 def test_complete_venv_of_the_default_python_is_reused(project: Project):
@@ -205,11 +223,12 @@ def test_complete_venv_of_the_default_python_is_reused(project: Project):
 def test_uv_installs_the_lock(project: Project):
     result = project.make(f"PYTHON={project.fake_python}", "TORCH_INDEX=", "env", INSTALLER="uv")
     assert result.returncode == 0, result.stderr
-    uv = f"-m uv pip install --python .venv/bin/python --index-url {project.index.as_uri()}"
-    assert project.recorded()[:3] == [
-        "-m pip install --quiet uv==0.13.9",
-        f"{uv} -r requirements.txt",
-        f"{uv} -e . --no-deps",
+    index = project.index.as_uri()
+    assert project.recorded() == [
+        f"uv venv -q --seed --python {project.fake_python} .venv",
+        f"uv pip sync --python .venv/bin/python --index-url {index} requirements.txt",
+        "uv pip install -q --python .venv/bin/python --no-deps -e .",
+        KERNEL,
     ]
     assert (project.venv / ".stamp").exists()
 
@@ -220,7 +239,7 @@ def test_pip_takes_over_when_uv_fails(project: Project):
     )
     assert result.returncode == 0, result.stderr
     assert "installing with uv failed (see above); installing with pip instead" in result.stderr
-    assert "-m pip install -r requirements.txt" in project.recorded()
+    assert project.pip_lock in project.recorded()
     assert (project.venv / ".stamp").exists()
 
 
@@ -232,7 +251,7 @@ def test_failed_install_is_redone_not_reused(project: Project):
     again = project.make(f"PYTHON={project.fake_python}", "TORCH_INDEX=", "env")
     assert again.returncode == 0, again.stderr
     assert (project.venv / ".stamp").exists()
-    assert project.recorded().count("-m pip install -r requirements.txt") == 2
+    assert project.recorded().count(project.pip_lock) == 2
 
 
 def pins(path: Path) -> dict[str, str]:
@@ -264,7 +283,7 @@ def test_binder_requirements_are_runtime_pins_of_the_lock():
 
 
 def test_several_goals_reach_the_script_as_one(project: Project):
-    """`make lint unittest` passes both goal names to make_env.py as one --goal (its hint)."""
+    """`make env help` makes .venv once, for both goals."""
     result = project.make(f"PYTHON={project.fake_python}", "TORCH_INDEX=", "env", "help")
     assert result.returncode == 0, result.stderr
     assert (project.venv / ".stamp").exists()
