@@ -22,7 +22,7 @@ help:
 	@echo "                plain kernels, old OpenBLAS kernels, MKL's compatible path)"
 	@echo "make gpu-check  library tests, the efficient-attention and inference chapters and the"
 	@echo "                language model's first training steps on CUDA"
-	@echo "make lint       ruff check + ruff format --check"
+	@echo "make lint       ruff check + ruff format --check + lint-imports (no import cycle)"
 	@echo "make clean      remove _build and caches (keeps .venv)"
 	@echo "make distclean  clean, and remove .venv"
 	@echo "make env        only create/refresh .venv (PYTHON=python3.12 picks the interpreter)"
@@ -89,9 +89,11 @@ unittest: env
 	MPLBACKEND=Agg $(BIN)/pytest tests/ lib/attnlib --doctest-modules \
 	    $(addprefix --ignore=,$(SITE_TESTS)) -n $(JOBS)
 
+# ruff, and attnlib's import rules (no cycle: pyproject.toml's [tool.importlinter]).
 lint: env
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 # The website as readers see it: tests/test_site*.py serve _build/html on 127.0.0.1 (and
 # open it as files) in headless Chromium with the network off. Without Chromium the test

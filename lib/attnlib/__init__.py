@@ -25,7 +25,8 @@ called.
 * A module whose name starts with ``_`` is private.
 
 Only this file re-exports: a module imports another module's names to use them, never to offer
-them, and the modules import each other without a cycle (``tests/test_import_graph.py``).
+them, and the modules import each other without a cycle (`make lint` runs import-linter
+with the rules in ``pyproject.toml``).
 """
 
 from attnlib import (
