@@ -286,8 +286,8 @@ $(STAMP): requirements.txt pyproject.toml
 # ---- the lock -----------------------------------------------------------------------
 # requirements.txt and binder/requirements.txt from their .in files (scripts/lock.sh).
 lock: env
-	PY_FLOOR=$(PY_FLOOR) TORCH_INDEX="$(TORCH_INDEX)" TORCH_CPU_INDEX=$(TORCH_CPU_INDEX) \
-	    NET_TIMEOUT=$(NET_TIMEOUT) LOCK_ARGS="$(LOCK_ARGS)" bash scripts/lock.sh
+	TORCH_INDEX="$(TORCH_INDEX)" TORCH_CPU_INDEX=$(TORCH_CPU_INDEX) LOCK_ARGS="$(LOCK_ARGS)" \
+	    bash scripts/lock.sh
 
 clean:
 	rm -rf _build .pytest_cache .ruff_cache .hypothesis

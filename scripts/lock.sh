@@ -5,18 +5,18 @@
 # already in an output file are kept: to move one, edit requirements.in or run
 # `make lock LOCK_ARGS="-P NAME"` (--upgrade-package). torch is resolved from TORCH_INDEX
 # when it answers (the CPU build, whose dependencies name no nvidia-* package) and written
-# without its +cpu tag. Environment: PY_FLOOR, TORCH_INDEX, TORCH_CPU_INDEX, NET_TIMEOUT,
-# LOCK_ARGS (set by the Makefile).
+# without its +cpu tag. Environment: TORCH_INDEX, TORCH_CPU_INDEX, LOCK_ARGS and PROBE_PY
+# (set by the Makefile).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lock_compile() {
     CUSTOM_COMPILE_COMMAND="make lock" .venv/bin/pip-compile --quiet --no-emit-index-url \
         --no-emit-find-links --strip-extras --annotation-style=line ${LOCK_ARGS:-} "$@"
 }
-torch_opts=
-where=$(.venv/bin/python scripts/make_env.py --probe --floor "$PY_FLOOR" \
-    --torch-index "$TORCH_INDEX" --net-timeout "$NET_TIMEOUT")
-if [ "$where" = cpu ]; then torch_opts="--extra-index-url $TORCH_INDEX"; fi
+torch_opts=  # PROBE_PY (the Makefile's) fails when TORCH_INDEX does not answer
+if [ -n "$TORCH_INDEX" ] && .venv/bin/python -c "$PROBE_PY" "$TORCH_INDEX" 2>/dev/null; then
+    torch_opts="--extra-index-url $TORCH_INDEX"
+fi
 sed -i.bak '/^--extra-index-url/d' binder/requirements.txt && rm -f binder/requirements.txt.bak
 set -x
 lock_compile $torch_opts --output-file requirements.txt requirements.in
