@@ -1,8 +1,11 @@
 """Reading time of every chapter: the whole text, and the core path a first reading takes.
 
-The figures are those of ``../shared/tools/readability.py`` (prose words / 180 + visible code
-lines / 12 minutes; sentence lengths; colons per 1,000 words). The *core* leaves out what a first
-reading can skip:
+The figures are those of the team's readability tool (``../shared/tools/readability.py``),
+whose measure is copied here (:func:`measure`) so that the book measures itself: prose words /
+180 + visible code lines / 12 minutes, sentence lengths, colons per 1,000 words. Prose is the
+markdown with code, math, inline code, links and HTML reduced to placeholders, headings and
+table rows dropped; list items and paragraphs end a sentence. The *core* leaves out what a
+first reading can skip:
 
 - markdown inside a collapsible block, i.e. a colon fence or backtick fence whose options include
   ``:class: dropdown`` (``:::{admonition} Deep dive: ...``), or a ``{dropdown}`` / ``{toggle}``
@@ -19,26 +22,47 @@ prints one row per chapter and the totals. ``core_minutes`` and ``stats`` are im
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TOOL = ROOT.parent / "shared" / "tools" / "readability.py"
 SKIPPED_TAGS = {"hide-cell", "hide-input", "remove-cell", "remove-input"}
 _OPEN = re.compile(r"^(?P<fence>:{3,}|`{3,})\{(?P<name>[a-z-]+)\}")
+_PLACEHOLDERS = [  # (pattern, replacement, flags), in readability.py's order
+    (r"```.*?```", " ", re.S),
+    (r"\$\$.*?\$\$", " MATH ", re.S),
+    (r"\$[^$\n]+\$", "X", 0),
+    (r"<[^>]+>", " ", 0),
+    (r"\{[a-z:-]+\}`[^`]*`", "REF", 0),
+    (r"`[^`]*`", "CODE", 0),
+    (r"\[([^\]]*)\]\([^)]*\)", r"\1", 0),
+    (r"^\s*(#|\||:::|```|\(.*\)=).*$", "", re.M),
+    (r"^\s*([-*>]|\d+\.) ", " § ", re.M),
+    (r"\n\s*\n", " § ", 0),
+]
 
 
-def readability():
-    """The team's readability module (``../shared/tools/readability.py``), or None when absent."""
-    if not TOOL.exists():
-        return None
-    spec = importlib.util.spec_from_file_location("readability", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+KEYS = ("words", "minutes", "mean", "over30", "colons")
+
+
+def measure(text: str, code_lines: int) -> dict:
+    """readability.py's figures of some prose and a count of visible code lines."""
+    for pattern, replacement, flags in _PLACEHOLDERS:
+        text = re.sub(pattern, replacement, text, flags=flags)
+    text = text.replace("*", "")
+    words = len(text.split()) or 1
+    flat = re.sub(r"\s+", " ", text)
+    parts = [q for chunk in flat.split("§") for q in re.split(r"(?<=[.!?])\s+(?=[A-Z(*\"])", chunk)]
+    lengths = [len(p.split()) for p in parts if len(p.split()) >= 3] or [0]
+    return {
+        "words": words,
+        "minutes": words / 180 + code_lines / 12,
+        "mean": sum(lengths) / len(lengths),
+        "over30": sum(n > 30 for n in lengths) / len(lengths),
+        "colons": 1000 * len(re.findall(r":\s", text)) / words,
+    }
 
 
 def _core_markdown(text: str, in_solution: bool) -> tuple[str, bool]:
@@ -101,10 +125,7 @@ def load(path: Path, core: bool) -> tuple[str, int]:
 
 def stats(path: Path, core: bool = False) -> dict:
     """readability.py's figures for one chapter, of the whole text or of its core path."""
-    tool = readability()
-    if tool is None:
-        raise FileNotFoundError(f"{TOOL} is missing: clone the project with ../shared beside it")
-    return tool.stats(*load(Path(path), core))
+    return measure(*load(Path(path), core))
 
 
 def main(paths: list[str]) -> None:
