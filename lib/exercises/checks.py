@@ -95,7 +95,7 @@ class Run:
 
 
 def _index(i: tuple[int, ...]) -> str:
-    return "[" + ", ".join(map(str, i)) + "]"
+    return "[" + ", ".join(map(str, i)) + "]" if i else ""
 
 
 def same(what: str, got, expected: Tensor, by: str, *, rtol=1e-7, atol=1e-10) -> None:
@@ -120,8 +120,8 @@ def same(what: str, got, expected: Tensor, by: str, *, rtol=1e-7, atol=1e-10) ->
         first = tuple(wrong.nonzero()[0].tolist())
         g, e = got[first].item(), expected[first].item()
         raise Mismatch(
-            f"{what}{_index(first)} is {g:.6g}, expected {e:.6g} ({by}); "
-            f"{int(wrong.sum())} of {wrong.numel()} values differ"
+            f"{what}{_index(first)} is {g:.6g}, expected {e:.6g} ({by})"
+            + (f"; {int(wrong.sum())} of {wrong.numel()} values differ" if first else "")
         )
 
 
