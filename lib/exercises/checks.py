@@ -555,7 +555,7 @@ def check_cached_attention_step(fn, run: Run) -> None:
 # ---------------------------------------------------------------- 12. torch.nn.MultiheadAttention
 
 
-@exercise("ex12", "torch_mha_forward", 12, "Step by step through F.multi_head_attention_forward")
+@exercise("ex12", "torch_mha_forward", 12, "Step by step through `F.multi_head_attention_forward`")
 def check_torch_mha_forward(fn, run: Run) -> None:
     g = torch.Generator().manual_seed(14)
     N, L, S, H, D = _sizes(g, 5, 2, 7)

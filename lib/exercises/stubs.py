@@ -486,8 +486,8 @@ def torch_mha_forward(
     """
     raise _todo(
         12,
-        "Inside torch.nn.MultiheadAttention",
-        "Step by step through F.multi_head_attention_forward",
+        "Inside `torch.nn.MultiheadAttention`",
+        "Step by step through `F.multi_head_attention_forward`",
     )
 
 
@@ -516,7 +516,7 @@ def keras_kernels(w_q: Tensor, w_o: Tensor, num_heads: int) -> tuple[Tensor, Ten
     """
     raise _todo(
         13,
-        "Keras MultiHeadAttention on the PyTorch backend",
+        "Keras `MultiHeadAttention` on the PyTorch backend",
         "How PyTorch's matrices become Keras kernels",
     )
 

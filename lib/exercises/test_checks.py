@@ -6,8 +6,10 @@ of them. A check that passes them all cannot fail, and would be a defect.
 """
 
 import inspect
+import json
 import math
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -266,3 +268,38 @@ def test_the_checks_catch_a_wrong_solution(name, i):
     results = run(name, WRONG[name][i])
     failing = [message for _, message in results if message is not None]
     assert failing, f"{name}: wrong solution {i} passes every check"
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _chapter_files() -> list[str]:
+    """The numbered chapters in the order of _toc.yml, which numbers them 1, 2, ..."""
+    toc = (ROOT / "_toc.yml").read_text(encoding="utf-8")
+    numbered = toc.split("- caption: Look up")[0]
+    return re.findall(r"file: chapters/(\S+)", numbered)
+
+
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_the_chapter_and_section_are_the_books(name):
+    """The stub's chapter number, title and section are those of the chapter as the book has it."""
+    ex = EXERCISES[name]
+    notebook = ROOT / "chapters" / f"{_chapter_files()[ex.chapter - 1]}.ipynb"
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    headings = [
+        line.lstrip("#").strip()
+        for cell in cells
+        if cell["cell_type"] == "markdown"
+        for line in "".join(cell["source"]).splitlines()
+        if line.startswith("#")
+    ]
+    title = re.search(r'"([^"]+)", section', _stub_message(name))[1]
+    assert headings[0] == title, (notebook.name, headings[0])
+    assert ex.section in headings, (notebook.name, ex.section)
+
+
+def _stub_message(name: str) -> str:
+    stub = getattr(stubs, name)
+    with pytest.raises(NotImplementedError) as raised:
+        stub(*[None] * len(inspect.signature(stub).parameters))
+    return str(raised.value)
