@@ -219,9 +219,9 @@ def check_attention(fn, run: Run) -> None:
     H = 3
     cases = [
         (f"no mask (N={N}, L={L}, S={S}, d_k={d_k}, d_v={d_v})", q, k, v, None),
-        ("causal mask (L, S)", q, k, v, attnlib.causal_mask(L, S)),
-        ("padding mask (N, 1, S)", q, k, v, padding),
-        ("random mask (N, L, S)", q, k, v, rand),
+        ("causal mask (L, S), True where j <= i", q, k, v, attnlib.causal_mask(L, S)),
+        ("padding mask (N, 1, S), False on the padded keys", q, k, v, padding),
+        ("random mask (N, L, S), True = may attend", q, k, v, rand),
         (
             f"heads (N, H={H}, L, S) with a causal (L, S) mask",
             _randn(g, N, H, L, d_k),

@@ -303,3 +303,16 @@ def _stub_message(name: str) -> str:
     with pytest.raises(NotImplementedError) as raised:
         stub(*[None] * len(inspect.signature(stub).parameters))
     return str(raised.value)
+
+
+def test_the_site_page_lists_every_exercise_under_its_chapter():
+    """chapters/exercises.md documents each stub once, under the heading of its chapter."""
+    page = (ROOT / "chapters" / "exercises.md").read_text(encoding="utf-8")
+    listed = {}
+    for part in re.split(r"^## Chapter ", page, flags=re.M)[1:]:
+        chapter = int(re.match(r"\d+", part)[0])
+        for name in re.findall(
+            r"^\.\. auto(?:function|class):: exercises\.stubs\.(\w+)", part, re.M
+        ):
+            listed[name] = chapter
+    assert listed == {name: ex.chapter for name, ex in EXERCISES.items()}
