@@ -1,7 +1,8 @@
 """pytest options for the exercises: ``--solutions`` checks the solutions instead of your code.
 
-``make exercises`` runs ``pytest lib/exercises`` on ``lib/exercises/stubs.py`` (your code);
-``make exercises-solutions`` (part of ``make test``) on ``lib/exercises/solutions.py``.
+``make exercises`` runs ``lib/exercises/test_exercises.py`` on ``lib/exercises/stubs.py`` (your
+code); ``make exercises-solutions`` (part of ``make test``) runs this folder's tests on
+``lib/exercises/solutions.py``.
 """
 
 import importlib
@@ -20,7 +21,8 @@ def pytest_addoption(parser):
 @pytest.fixture(scope="session")
 def implementation(request):
     """The module whose functions are checked: the stubs (your code) or the solutions."""
-    name = "solutions" if request.config.getoption("--solutions") else "stubs"
+    # default: this conftest's option exists only when pytest starts in lib/exercises
+    name = "solutions" if request.config.getoption("--solutions", default=False) else "stubs"
     return importlib.import_module(f"exercises.{name}")
 
 
