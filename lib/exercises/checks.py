@@ -184,7 +184,7 @@ def check_cosine_matrix(fn, run: Run) -> None:
         scaled = a * torch.arange(1, L + 1, dtype=F64)[:, None] ** 3
         expected = F.cosine_similarity(scaled[:, None], b[None], dim=-1)
         same("cosines", fn(scaled, b), expected, "F.cosine_similarity")
-    with run.case("a with itself: ones on the diagonal"):
+    with run.case("a with itself (ones on the diagonal)"):
         same("cosines", fn(a, a), attnlib.cosine_matrix(a), by)
 
 
@@ -200,8 +200,8 @@ def check_softmax(fn, run: Run) -> None:
         (f"(N={N}, L={L}, S={S}) along the last dimension", x, -1),
         ("along dim=1", x, 1),
         ("along dim=0", x[0], 0),
-        ("scores near 1000: no overflow", x * 10 + 1000, -1),
-        ("scores near -1000: no underflow to 0/0", x * 10 - 1000, -1),
+        ("scores near 1000 (no overflow)", x * 10 + 1000, -1),
+        ("scores near -1000 (no 0/0)", x * 10 - 1000, -1),
     ]:
         with run.case(label):
             same("softmax", fn(scores, dim), torch.softmax(scores, dim), "torch.softmax")
@@ -281,7 +281,7 @@ def check_split_heads(fn, run: Run) -> None:
     with run.case(f"head h is columns h*D:(h+1)*D (N={N}, L={L}, H={H}, D={D})"):
         expected = torch.stack([x[..., h * D : (h + 1) * D] for h in range(H)], dim=1)
         same("heads", fn(x, H), expected, "the column slices of x")
-    with run.case("split, attend, merge: torch.nn.MultiheadAttention"):
+    with run.case("split, attend and merge as torch.nn.MultiheadAttention"):
         mha = _torch_mha(g, E, H)
         q, k, v = (fn(x @ w.T, H) for w in mha.in_proj_weight.detach().chunk(3))
         heads = F.scaled_dot_product_attention(q, k, v)  # (N, H, L, D)
@@ -297,7 +297,7 @@ def check_merge_heads(fn, run: Run) -> None:
     heads = _randn(g, N, H, L, D)
     with run.case(f"the heads side by side (N={N}, H={H}, L={L}, D={D})"):
         same("merged", fn(heads), torch.cat(heads.unbind(1), dim=-1), "torch.cat of the heads")
-    with run.case("split, attend, merge: torch.nn.MultiheadAttention"):
+    with run.case("split, attend and merge as torch.nn.MultiheadAttention"):
         x = _randn(g, N, L, E)
         mha = _torch_mha(g, E, H)
         q, k, v = (
@@ -384,7 +384,7 @@ def check_block_mlp(fn, run: Run) -> None:
     with torch.no_grad():
         with run.case(f"x + MLP(LN(x)) (N={N}, L={L}, E={E}, F={round(2.5 * E)})"):
             same("output", fn(x, *weights), x + block.mlp(block.ln2(x)), f"{by}'s ln2 and mlp")
-        with run.case("the whole block: attention, then your MLP half"):
+        with run.case("the whole block, attention then your MLP half"):
             after_attention = x + block.attn(block.ln1(x))[0]
             same("output", fn(after_attention, *weights), block(x)[0], by)
 
@@ -398,7 +398,7 @@ def _close(what: str, got, expected: float, by: str) -> None:
 
 @exercise("ex08c", "kneser_ney", 8, "Counting words: the baselines")
 def check_kneser_ney(fn, run: Run) -> None:
-    with run.case("by hand: ids 1 2 1 2 1 3, V=4"):
+    with run.case("by hand, ids 1 2 1 2 1 3, V=4"):
         ids = [1, 2, 1, 2, 1, 3]
         # c(1 2) = 2, c(1 .) = 3, N1+(1 .) = 2; p(2) = (N1+(. 2) + 1) / (3 bigrams + V) = 2/7
         _close("p(2 | 1)", fn(ids, 1, 2, 4, 0.75), 1.25 / 3 + 0.75 * 2 / 3 * 2 / 7, "by hand")
@@ -422,9 +422,9 @@ def check_kneser_ney(fn, run: Run) -> None:
 @exercise("ex08d", "bpe_merge", 8, "Subword tokens: byte-level BPE")
 def check_bpe_merge(fn, run: Run) -> None:
     hand = [
-        ("by hand: a a a with the pair (a, a) gives aa a", {("a", "a", "a"): 1}, ("a", "a")),
+        ("by hand, a a a with the pair (a, a) gives aa a", {("a", "a", "a"): 1}, ("a", "a")),
         (
-            "by hand: low x5, lower x2, newest x6, widest x3",
+            "by hand, low x5, lower x2, newest x6, widest x3",
             {tuple("low"): 5, tuple("lower"): 2, tuple("newest"): 6, tuple("widest"): 3},
             ("e", "s"),
         ),
@@ -528,7 +528,7 @@ def check_cached_attention_step(fn, run: Run) -> None:
     g = torch.Generator().manual_seed(13)
     N, H, L, D, D_v = _sizes(g, 5)
     q, k, v = _randn(g, N, H, L, D), _randn(g, N, H, L, D), _randn(g, N, H, L, D_v)
-    with run.case(f"the first step (cache None): the output is the first value (N={N}, H={H})"):
+    with run.case(f"the first step, cache None, gives the first value (N={N}, H={H})"):
         out, ck, cv = _tuple(
             "cached_attention_step", fn(None, None, q[..., :1, :], k[..., :1, :], v[..., :1, :]), 3
         )
@@ -650,7 +650,7 @@ def check_tiled_attention(fn, run: Run) -> None:
         (f"block_size=4, S={S} not a multiple (N={N}, L={L}, d_k={d_k}, d_v={d_v})", q, 4),
         ("block_size=1", q, 1),
         (f"block_size={S + 9}, more than S: one block", q, S + 9),
-        ("large scores (queries x 40): the running maximum", q * 40, 5),
+        ("large scores, queries x 40 (the running maximum)", q * 40, 5),
     ]
     for label, q_, block in cases:
         with run.case(label):
