@@ -654,10 +654,37 @@ def check_tiled_attention(fn, run: Run) -> None:
     ]
     for label, q_, block in cases:
         with run.case(label):
+            got = fn(q_, k, v, block)
             expected = F.scaled_dot_product_attention(q_, k, v)
-            same("output", fn(q_, k, v, block), expected, "F.scaled_dot_product_attention")
+            same("output", got, expected, "F.scaled_dot_product_attention")
             mine = tiled_attention(q_, k, v, block_size=block)
-            same("output", fn(q_, k, v, block), mine, "attnlib.efficient.tiled_attention")
+            same("output", got, mine, "attnlib.efficient.tiled_attention")
+    with run.case(f"no tensor of all the scores, (..., L, S) = (..., {L}, {S}), at block_size=4"):
+        with _Shapes() as seen:
+            fn(q, k, v, 4)
+        if (L, S) in seen.shapes or F.scaled_dot_product_attention in seen.functions:
+            raise Mismatch(
+                f"all the scores were computed at once (a tensor of shape (..., {L}, {S}), or "
+                "F.scaled_dot_product_attention); compute one block of keys at a time"
+            )
+
+
+class _Shapes(torch.overrides.TorchFunctionMode):
+    """Records the torch functions called inside it, and the last two dimensions of every
+    tensor they return."""
+
+    def __init__(self):
+        super().__init__()
+        self.shapes: set[tuple[int, ...]] = set()
+        self.functions: set = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.functions.add(func)
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, Tensor):
+                self.shapes.add(tuple(t.shape[-2:]))
+        return out
 
 
 # ---------------------------------------------------------------- 16. Attention's memory

@@ -248,6 +248,8 @@ WRONG = {
     "tiled_attention": [
         _tiled_without_rescaling,
         lambda q, k, v, b: good.tiled_attention(q, k[..., :-1, :], v[..., :-1, :], b),  # S - 1
+        lambda q, k, v, b: torch.nn.functional.scaled_dot_product_attention(q, k, v),  # all at once
+        lambda q, k, v, b: good.attention(q, k, v)[0],  # the (L, S) weights, by hand
     ],
     "PreallocatedCache": [_CatCache, _UnboundedCache],
     "delta_rule_step": [
