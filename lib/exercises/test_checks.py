@@ -9,6 +9,8 @@ import inspect
 import json
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ import torch
 
 from exercises import solutions as good
 from exercises import stubs
-from exercises.checks import EXERCISES, run
+from exercises.checks import EXERCISES, Mismatch, check, run, same
 
 
 def test_every_chapter_has_an_exercise():
@@ -318,3 +320,66 @@ def test_the_site_page_lists_every_exercise_under_its_chapter():
         ):
             listed[name] = chapter
     assert listed == {name: ex.chapter for name, ex in EXERCISES.items()}
+
+
+# ---------------------------------------------------------------- what the reader sees
+
+
+def test_check_prints_one_line_per_case(capsys):
+    check("softmax", good.softmax)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "ex03a softmax (softmax): 5 of 5 checks pass"
+    assert len(lines) == 6 and all(line.startswith("  ok    ") for line in lines[1:])
+
+
+def test_check_on_a_stub_prints_one_line(capsys):
+    check("ex03a")  # the stub in stubs.py, found by its id
+    out = capsys.readouterr().out
+    assert out == 'ex03a softmax: not implemented yet (see chapter 3, section "Softmax")\n'
+
+
+def test_an_error_in_the_readers_code_is_one_line_of_its_case():
+    def broken(x, dim=-1):
+        raise IndexError("dimension out of range\n(a second line)")
+
+    results = run("softmax", broken)
+    assert len(results) == 5
+    assert all(m == "raised IndexError: dimension out of range" for _, m in results)
+
+
+def test_an_unknown_exercise_is_named():
+    with pytest.raises(KeyError, match="no exercise 'softmx'; the exercises are nearest_"):
+        check("softmx", good.softmax)
+
+
+def test_a_wrong_shape_and_a_wrong_value_are_located():
+    with pytest.raises(Mismatch, match=r"^out has shape \(2, 3\), expected \(3, 2\) \(ref\)$"):
+        same("out", torch.zeros(2, 3), torch.zeros(3, 2), "ref")
+    expected = torch.zeros(2, 3, dtype=torch.float64)
+    got = expected.clone()
+    got[1, 2] = 0.5
+    with pytest.raises(Mismatch, match=r"^out\[1, 2\] is 0.5, expected 0 \(ref\); 1 of 6 values"):
+        same("out", got, expected, "ref")
+    with pytest.raises(Mismatch, match="out has dtype torch.float32, expected torch.float64"):
+        same("out", got.float(), expected, "ref")
+    with pytest.raises(Mismatch, match="out is a list, expected a tensor"):
+        same("out", [0.0], expected, "ref")
+
+
+def test_make_exercises_prints_one_line_per_failing_exercise():
+    """What `make exercises` prints: no traceback, one line per exercise that fails."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "lib/exercises/test_exercises.py"]
+        + ["-q", "--tb=line", "-rN", "-n", "0", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    out = result.stdout
+    failed = int(re.search(r"(\d+) failed", out)[1]) if "failed" in out else 0
+    lines = [line for line in out.splitlines() if re.match(r"ex\d\d[a-z]? ", line)]
+    assert len(lines) == failed, out
+    assert "Traceback" not in out and ".py:" not in out, out
+    stubs_left = [ln for ln in lines if "not implemented yet (see chapter " in ln]
+    assert all(ln.endswith('")') for ln in stubs_left), stubs_left
