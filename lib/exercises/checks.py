@@ -810,6 +810,25 @@ def run(name: str, fn=None) -> list[tuple[str, str | None]]:
     return result.results
 
 
+def one_line(name: str, fn=None) -> str | None:
+    """What is wrong with ``fn`` in one line, or ``None`` if it passes every check.
+
+    The line names the exercise and either says it is not implemented yet (and where the book
+    teaches it) or gives the first failing case, its message, and how many more fail.
+    """
+    ex = _find(name)
+    try:
+        results = run(name, fn)
+    except NotImplementedError:
+        return f"{ex.title}: not implemented yet (see {where(ex)})"
+    failures = [(case, message) for case, message in results if message is not None]
+    if not failures:
+        return None
+    case, message = failures[0]
+    more = f" (and {len(failures) - 1} more; check({ex.name!r}) lists them)" if failures[1:] else ""
+    return f"{ex.title}: {case}: {message}{more}"
+
+
 def check(name: str, fn=None) -> None:
     """Run the checks of exercise ``name`` on ``fn`` and print one line per case.
 

@@ -18,7 +18,7 @@ import torch
 
 from exercises import solutions as good
 from exercises import stubs
-from exercises.checks import EXERCISES, Mismatch, check, run, same
+from exercises.checks import EXERCISES, Mismatch, check, one_line, run, same
 
 
 def test_every_chapter_has_an_exercise():
@@ -383,3 +383,25 @@ def test_make_exercises_prints_one_line_per_failing_exercise():
     assert "Traceback" not in out and ".py:" not in out, out
     stubs_left = [ln for ln in lines if "not implemented yet (see chapter " in ln]
     assert all(ln.endswith('")') for ln in stubs_left), stubs_left
+
+
+def test_the_failure_the_site_page_quotes_is_what_the_checks_say():
+    """chapters/exercises.md quotes the line of an attention with the other mask convention."""
+
+    def other_convention(q, k, v, mask=None):
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores.masked_fill(mask, -math.inf)  # masks where the mask is True
+        weights = torch.softmax(scores, dim=-1)
+        return weights @ v, weights
+
+    page = (ROOT / "chapters" / "exercises.md").read_text(encoding="utf-8")
+    quoted = " ".join(line[2:] for line in page.splitlines() if line.startswith("> "))
+    assert one_line("attention", other_convention) == quoted
+    # and its notebook example, the softmax without the maximum: "three cases of five"
+    results = run("softmax", _unstable_softmax)
+    assert "passes three cases of five" in page
+    assert [case for case, message in results if message] == [
+        "scores near 1000 (no overflow)",
+        "scores near -1000 (no 0/0)",
+    ]
