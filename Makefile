@@ -9,13 +9,15 @@ SHELL := bash
 
 .PHONY: help env book test unittest nbval nbval-portable gpu-check lint sitetest chromium \
     execute clean distclean odyssey-lm recall lr-stability pointer-heads induction-model texts \
-    lock colab-cells dates
+    lock colab-cells dates exercises exercises-solutions
 
 help:
 	@echo "make book       build the HTML book into _build/html from the stored (tested) outputs"
 	@echo "make test       ruff, unit tests, nbval on every chapter (outputs compared as numbers),"
 	@echo "                a full book build (-W -n), the site test"
 	@echo "make sitetest   only the site test, on the book already in _build/html"
+	@echo "make exercises  check your code in lib/exercises/stubs.py: one line per exercise"
+	@echo "                not right yet (chapters/exercises.md lists them)"
 	@echo "make execute    re-execute every chapters/*.ipynb in place from a fresh kernel"
 	@echo "make nbval      only nbval (chapters changed since their last check)"
 	@echo "make nbval-portable  nbval under another machine's settings (one thread, ATen's"
@@ -77,7 +79,7 @@ book: env
 # The book is built with --all so that warnings of unchanged pages are reported again; the
 # site test needs it, so it runs last.
 test: env
-	$(MAKE) --no-print-directory lint unittest nbval
+	$(MAKE) --no-print-directory lint unittest exercises-solutions nbval
 	$(JB_BUILD) --all || { rm -f _build/.doctrees/environment.pickle; exit 1; }
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 	$(MAKE) --no-print-directory sitetest
@@ -88,6 +90,16 @@ SITE_TESTS := $(wildcard tests/test_site*.py)
 unittest: env
 	MPLBACKEND=Agg $(BIN)/pytest tests/ lib/attnlib --doctest-modules \
 	    $(addprefix --ignore=,$(SITE_TESTS)) -n $(JOBS)
+
+# The exercises (lib/exercises, chapters/exercises.md). `make exercises` runs each one's checks
+# on the reader's code, lib/exercises/stubs.py, and prints one line per exercise that is not
+# right yet. `make exercises-solutions` (part of `make test`) runs them on the book's solutions
+# and checks that they catch wrong ones (lib/exercises/test_checks.py).
+exercises: env
+	$(BIN)/pytest lib/exercises/test_exercises.py -q --tb=line -rN -n 0
+
+exercises-solutions: env
+	$(BIN)/pytest lib/exercises --solutions -q -n 0
 
 # ruff, and attnlib's import rules (no cycle: pyproject.toml's [tool.importlinter]).
 lint: env
