@@ -29,18 +29,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlib._checks import (
-    as_id,
-    as_id_list,
-    as_words,
-    check_ids_tensor,
-    check_int_range,
-    check_positive_int,
-    check_real,
-    read_text_file,
-    shape_str,
-    short_repr,
-)
+from attnlib._checks import as_id_list, as_words, check_ids_tensor, check_int, check_real, shape_str
+from attnlib._util import read_text_file, short_repr
 
 __all__ = [
     "NGramModel",
@@ -253,8 +243,8 @@ class WordVocabulary:
         """
         tokens = as_words("tokens", tokens)
         if max_size is not None:
-            check_int_range("max_size", max_size, 0, None, "an integer >= 0 or None")
-        check_positive_int("min_count", min_count)
+            max_size = check_int("max_size", max_size, low=0, what="an integer >= 0 or None")
+        min_count = check_int("min_count", min_count, low=1)
         if isinstance(known, (str, bytes, bytearray)):
             raise TypeError(
                 f"known must be a collection of words (a set, a dict, Embeddings), not one "
@@ -381,9 +371,9 @@ class NGramModel:
 
     def __init__(self, ids, n: int, vocab_size: int, discount: float = 0.75):
         ids = as_id_list("ids", ids)
-        check_positive_int("n", n)
-        check_positive_int("vocab_size", vocab_size)
-        check_real("discount", discount, "a real number in (0, 1)", lambda d: 0 < d < 1)
+        n = check_int("n", n, low=1)
+        vocab_size = check_int("vocab_size", vocab_size, low=1)
+        discount = check_real("discount", discount, "a real number in (0, 1)", lambda d: 0 < d < 1)
         _check_id_range("ids", ids, vocab_size)
         self.n, self.vocab_size, self.discount = n, vocab_size, float(discount)
         self.tokens = len(ids)
@@ -426,7 +416,7 @@ class NGramModel:
             >>> round(lm.with_discount(0.5).prob(3, (1,)), 3), lm.discount
             (0.262, 0.75)
         """
-        check_real("discount", discount, "a real number in (0, 1)", lambda d: 0 < d < 1)
+        discount = check_real("discount", discount, "a real number in (0, 1)", lambda d: 0 < d < 1)
         other = copy.copy(self)
         other.discount = float(discount)
         return other
@@ -452,7 +442,7 @@ class NGramModel:
             >>> round(lm.prob(2, [1]), 3)
             0.56
         """
-        word = as_id("word", word)
+        word = check_int("word", word, what="an int token id")
         context = as_id_list("context", context)
         if not 0 <= word < self.vocab_size or any(not 0 <= c < self.vocab_size for c in context):
             raise ValueError(
@@ -539,8 +529,8 @@ def batches(ids: Tensor, context: int, batch_size: int, generator: torch.Generat
                 [4, 5, 6, 7]]))
     """
     check_ids_tensor("ids", ids)
-    check_positive_int("context", context)
-    check_positive_int("batch_size", batch_size)
+    context = check_int("context", context, low=1)
+    batch_size = check_int("batch_size", batch_size, low=1)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(
             f"generator must be a torch.Generator or None; got {type(generator).__name__} "
@@ -615,10 +605,10 @@ def token_log_probs(model, ids: Tensor, context: int, stride: int | None = None)
             f"...), as attnlib.LanguageModel; got {type(model).__name__}"
         )
     check_ids_tensor("ids", ids)
-    check_positive_int("context", context)
+    context = check_int("context", context, low=1)
     if stride is None:
         stride = max(1, context // 2)
-    check_int_range("stride", stride, 1, context, f"in 1..context={context}")
+    stride = check_int("stride", stride, low=1, high=context, what=f"in 1..context={context}")
     if ids.dim() != 1 or ids.numel() < 2:
         raise ValueError(
             f"ids must be 1-D with at least 2 tokens; got shape {shape_str(ids.shape)}"
