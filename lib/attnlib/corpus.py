@@ -2,7 +2,7 @@
 
 The book's language model reads Samuel Butler's prose *Odyssey* (``data/odyssey.txt``,
 cleaned by ``scripts/prepare_texts.py``). This module turns such a text into tokens
-(:func:`word_tokens`, split the way GloVe 6B was), numbers them (:class:`WordVocabulary`, one
+(:func:`word_tokens`, split the way GloVe 6B was), numbers them (:class:`CorpusVocabulary`, one
 index per word, ``<unk>`` for the rest), and scores held-out text with smoothed n-gram counts
 (:class:`NGramModel`), the baseline any neural language model must beat.
 
@@ -34,7 +34,7 @@ from attnlib._util import read_text_file, short_repr
 
 __all__ = [
     "NGramModel",
-    "WordVocabulary",
+    "CorpusVocabulary",
     "batches",
     "perplexity",
     "read_books",
@@ -177,8 +177,13 @@ def _check_id_range(name: str, ids: list[int], vocab_size: int) -> None:
         raise ValueError(f"{name} must be in 0..{vocab_size - 1}; got {min(ids)}..{max(ids)}")
 
 
-class WordVocabulary:
-    """Word <-> index tables for a language model: ``<unk>`` is 0, then the words.
+class CorpusVocabulary:
+    """Word <-> index tables for a language model reading a corpus: ``<unk>`` is 0, then the
+    words. An *open* vocabulary: a stream of tokens is encoded as ``(T,)`` and every token it
+    does not hold becomes ``<unk>``, silently (a book always has words the vocabulary lacks).
+
+    (:class:`attnlib.tokenizer.SentenceVocabulary` is the closed one of the seeds: ``BOS`` and
+    ``EOS``, one sentence as ``(1, n)``, an unknown word an error.)
 
     Args:
         words: the words, in index order from 1 (without ``<unk>``); no repeats.
@@ -193,7 +198,7 @@ class WordVocabulary:
         ValueError: if ``words`` repeats a word or contains ``<unk>``.
 
     Example:
-        >>> vocab = WordVocabulary(["the", "ship", ","])
+        >>> vocab = CorpusVocabulary(["the", "ship", ","])
         >>> vocab.encode(["the", "black", "ship"])
         tensor([1, 0, 2])
         >>> vocab.decode(torch.tensor([1, 2, 3]))
@@ -218,7 +223,7 @@ class WordVocabulary:
         max_size: int | None = None,
         min_count: int = 1,
         known: Iterable[str] | None = None,
-    ) -> WordVocabulary:
+    ) -> CorpusVocabulary:
         """The most frequent tokens, most frequent first (ties in alphabetical order).
 
         Args:
@@ -229,7 +234,7 @@ class WordVocabulary:
                 every word has a pretrained vector.
 
         Returns:
-            The :class:`WordVocabulary`.
+            The :class:`CorpusVocabulary`.
 
         Raises:
             TypeError: if ``tokens`` is one ``str`` or holds an item that is not a ``str``,
@@ -238,7 +243,7 @@ class WordVocabulary:
             ValueError: if ``max_size < 0`` or ``min_count < 1``.
 
         Example:
-            >>> WordVocabulary.from_tokens(word_tokens("the ship, the crew"), max_size=2).words
+            >>> CorpusVocabulary.from_tokens(word_tokens("the ship, the crew"), max_size=2).words
             ['<unk>', 'the', ',']
         """
         tokens = as_words("tokens", tokens)
@@ -270,7 +275,7 @@ class WordVocabulary:
         return len(self.words)
 
     def __repr__(self) -> str:
-        return f"WordVocabulary({len(self)} words with {UNK})"
+        return f"CorpusVocabulary({len(self)} words with {UNK})"
 
     def encode(self, tokens: Iterable[str]) -> Tensor:
         """Indices of the tokens, ``(T,)`` long; unknown tokens give 0 (``<unk>``).
@@ -291,7 +296,7 @@ class WordVocabulary:
             TypeError: if ``tokens`` is one ``str``, or holds an item that is not a ``str``.
 
         Example:
-            >>> vocab = WordVocabulary(["the", "ship", ","])
+            >>> vocab = CorpusVocabulary(["the", "ship", ","])
             >>> vocab.encode(word_tokens("The ship, the crew"))
             tensor([1, 2, 3, 1, 0])
         """
@@ -320,7 +325,7 @@ class WordVocabulary:
             ValueError: if an id is outside ``0 .. len(vocab) - 1``.
 
         Example:
-            >>> WordVocabulary(["the", "ship", ","]).decode(torch.tensor([1, 2, 3]))
+            >>> CorpusVocabulary(["the", "ship", ","]).decode(torch.tensor([1, 2, 3]))
             'the ship,'
         """
         ids = as_id_list("ids", ids, flatten=True)
@@ -468,36 +473,6 @@ class NGramModel:
             )
         return p
 
-    def perplexity(self, ids) -> float:
-        """Perplexity of the tokens ``ids`` (each predicted from the ones before it).
-
-        Args:
-            ids: the tokens, a 1-D int64 or int32 tensor or a sequence of ints in ``0 .. V-1``.
-
-        Returns:
-            ``exp`` of the mean negative log-likelihood, a ``float``.
-
-        Raises:
-            TypeError: if ``ids`` is not a tensor or sequence of integers (a float, ``bool``,
-                int8 or uint8 tensor or item is refused, not cast).
-            ValueError: if ``ids`` is empty, a tensor that is not 1-D, or holds an id outside
-                ``0 .. V-1``.
-
-        Example:
-            >>> lm = NGramModel([1, 2, 1, 2, 1, 3], n=2, vocab_size=4)
-            >>> round(lm.perplexity([1, 2, 1, 3]), 3)
-            2.479
-        """
-        ids = as_id_list("ids", ids)
-        if not ids:
-            raise ValueError("ids must hold at least one token to score; got none")
-        _check_id_range("ids", ids, self.vocab_size)
-        nll = -sum(
-            math.log(self._prob(w, tuple(ids[max(0, t - self.n + 1) : t])))
-            for t, w in enumerate(ids)
-        )
-        return math.exp(nll / len(ids))
-
 
 def batches(ids: Tensor, context: int, batch_size: int, generator: torch.Generator):
     """One random training batch: ``batch_size`` windows of ``context + 1`` tokens.
@@ -635,28 +610,47 @@ def token_log_probs(model, ids: Tensor, context: int, stride: int | None = None)
         model.train(was_training)
 
 
-def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> float:
-    """Perplexity of a language model on the tokens ``ids``, read in windows of ``context``.
-
-    ``exp`` of the mean negative log-probability of tokens ``1 .. T-1`` as
-    :func:`token_log_probs` scores them: windows of ``context`` tokens start every ``stride``
-    tokens (default ``context // 2``, at least 1), and each token is scored once, from at least
-    ``context - stride`` tokens before it (except at the very start).
+def perplexity(model, ids, context: int | None = None, stride: int | None = None) -> float:
+    """Perplexity of a language model on the tokens ``ids``: a neural one read in windows of
+    ``context`` tokens, or an :class:`NGramModel`, which reads its own ``n - 1`` tokens.
 
     .. math::
 
-        \\operatorname{PPL} = \\exp\\Big(-\\frac{1}{T - 1} \\sum_{t=1}^{T-1} \\ell_t\\Big)
+        \\operatorname{PPL} = \\exp\\Big(-\\frac{1}{|S|} \\sum_{t \\in S} \\ell_t\\Big)
+
+    where ``ell_t`` is the log-probability of token ``t``. A neural model (a
+    ``torch.nn.Module``) scores tokens ``S = 1 .. T-1`` as :func:`token_log_probs` does:
+    windows of ``context`` tokens start every ``stride`` tokens (default ``context // 2``, at
+    least 1), and each token is scored once, from at least ``context - stride`` tokens before
+    it (except at the very start). An :class:`NGramModel` scores every token, ``S = 0 ..
+    T-1``, each from the ``n - 1`` tokens before it (the first from none); it takes neither
+    ``context`` nor ``stride``.
 
     Args:
-        model, ids, context, stride: as :func:`token_log_probs`.
+        model: a :class:`NGramModel`, or a ``torch.nn.Module`` called as ``model(ids (1, L))``
+            -> ``(logits (1, L, V), ...)``, as :class:`attnlib.LanguageModel`.
+        ids: the tokens: for a neural model as :func:`token_log_probs`, ``(T,)`` int64 or int32
+            with ``T >= 2``; for an :class:`NGramModel` a 1-D int64 or int32 tensor or a
+            sequence of ints in ``0 .. V-1``, at least one.
+        context, stride: for a neural model, as :func:`token_log_probs` (``context`` is
+            required); ``None`` for an :class:`NGramModel`.
 
     Returns:
         The perplexity, a float ``>= 1``.
 
     Raises:
-        TypeError, ValueError: as :func:`token_log_probs`.
+        TypeError: if ``model`` is neither; for a neural model as :func:`token_log_probs`, or
+            if ``context`` is not given; for an :class:`NGramModel` if ``ids`` is not a tensor
+            or sequence of integers (a float, ``bool``, int8 or uint8 tensor or item is
+            refused, not cast).
+        ValueError: for a neural model as :func:`token_log_probs`; for an :class:`NGramModel`
+            if ``context`` or ``stride`` is given, or ``ids`` is empty, a tensor that is not
+            1-D, or holds an id outside ``0 .. V-1``.
 
     Example:
+        >>> lm = NGramModel([1, 2, 1, 2, 1, 3], n=2, vocab_size=4)
+        >>> round(perplexity(lm, [1, 2, 1, 3]), 3)
+        2.479
         >>> from attnlib import LanguageModel
         >>> _ = torch.manual_seed(0)
         >>> lm = LanguageModel(50, 12, 3, 1, max_len=16)
@@ -664,7 +658,36 @@ def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> f
         >>> round(perplexity(lm, ids, context=16), 1)  # untrained: about V = 50
         50.9
     """
+    if isinstance(model, NGramModel):
+        return _ngram_perplexity(model, ids, context, stride)
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(
+            "model must be a torch.nn.Module called as model(ids (1, L)) -> (logits (1, L, V), "
+            f"...), as attnlib.LanguageModel, or an NGramModel; got {type(model).__name__}"
+        )
+    if context is None:
+        raise TypeError(
+            "context must be given for a neural model: the window length, a positive integer "
+            "at most the model's max_len; got None"
+        )
     return math.exp(-token_log_probs(model, ids, context, stride).mean().item())
+
+
+def _ngram_perplexity(model: NGramModel, ids, context, stride) -> float:
+    """:func:`perplexity` of an :class:`NGramModel`: every token, from the ``n - 1`` before."""
+    if context is not None or stride is not None:
+        raise ValueError(
+            "context and stride must be None for an NGramModel (it reads the last n - 1 = "
+            f"{model.n - 1} tokens itself); got context={context!r}, stride={stride!r}"
+        )
+    ids = as_id_list("ids", ids)
+    if not ids:
+        raise ValueError("ids must hold at least one token to score; got none")
+    _check_id_range("ids", ids, model.vocab_size)
+    nll = -sum(
+        math.log(model._prob(w, tuple(ids[max(0, t - model.n + 1) : t]))) for t, w in enumerate(ids)
+    )
+    return math.exp(nll / len(ids))
 
 
 def _logits(output, length: int) -> Tensor:
