@@ -420,6 +420,26 @@ def test_ngram_perplexity_of_nothing():
         perplexity(NGramModel([0, 1], n=2, vocab_size=2), torch.tensor([], dtype=torch.long))
 
 
+def test_one_perplexity_entry_for_both_kinds_of_model():
+    """perplexity() scores an NGramModel (every token, from its own n - 1 before) and a neural
+    model (read in windows); the windows' arguments are refused for the first, required for
+    the second, and anything else is refused naming both kinds."""
+    counts = NGramModel([1, 2, 1, 2, 1, 3], n=2, vocab_size=4)
+    assert perplexity(counts, [1, 2, 1, 3]) == pytest.approx(2.479, abs=5e-4)
+    for context, stride in ((4, None), (None, 2)):
+        with pytest.raises(
+            ValueError,
+            match=rf"context and stride must be None for an NGramModel \(it reads the last "
+            rf"n - 1 = 1 tokens itself\); got context={context}, stride={stride}",
+        ):
+            perplexity(counts, [1, 2], context, stride)
+    with pytest.raises(TypeError, match=r"context must be given for a neural model: .*; got None"):
+        perplexity(tiny_lm(), torch.arange(10))
+    with pytest.raises(TypeError, match=r"model must be a torch\.nn\.Module .*, or an NGramModel"):
+        perplexity({"not": "a model"}, [1, 2])
+    assert not hasattr(NGramModel, "perplexity")  # one entry, not two
+
+
 @pytest.fixture(scope="module")
 def homer(glove):
     """The split of data/README.md: vocabulary and counts from the Odyssey I-XXI and the
