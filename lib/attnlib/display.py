@@ -239,7 +239,9 @@ def print_weights(
     weights, rows, cols = _as_matrix(weights, rows, cols)
     digits = _check_digits(digits, allow_none=False)
     if max_cols is not None:
-        max_cols = check_int("max_cols", max_cols, low=1, what="an int >= 1 (columns per table)")
+        max_cols = check_int(
+            "max_cols", max_cols, low=1, what="an int >= 1 (columns per table) or None"
+        )
     for name, labels in (("rows", rows), ("cols", cols)):
         for i, label in enumerate(labels):
             if "\t" in label or "\n" in label or "\r" in label:
@@ -422,7 +424,9 @@ def plot_heads(
     if ncols is None:
         ncols = min(heads, 4)
     else:
-        ncols = check_int("ncols", ncols, low=1, what="an int >= 1 (heads per row of the grid)")
+        ncols = check_int(
+            "ncols", ncols, low=1, what="an int >= 1 (heads per row of the grid) or None"
+        )
     finite = weights[np.isfinite(weights)]
     probabilities = finite.size == 0 or (finite.min() >= 0 and finite.max() <= 1)
     vmin, vmax = _colour_limits(weights, vmin, vmax, (0.0, 1.0) if probabilities else None)
