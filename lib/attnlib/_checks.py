@@ -12,6 +12,13 @@ The rules, decided here once for the whole package:
 - **Traceable**: a check reads types, shapes, dtypes and devices, never the values of a tensor,
   so ``torch.compile(fullgraph=True)`` traces every public entry; the few checks that must read
   values (token ids within the vocabulary) are skipped under ``torch.compiler.is_compiling()``.
+- **One integer check, one number check**: every integer argument of the package goes through
+  :func:`check_int` and every real one through :func:`check_real`, so that they all take the
+  same things (a Python or NumPy number, a 0-D tensor) and refuse the same (a ``bool`` first),
+  with one message: ``"<name> must be <what>; got <type> <value>"``.
+
+Checks only: the mask arithmetic that attention applies lives in :mod:`attnlib.attention`, the
+repr and file helpers in :mod:`attnlib._util`.
 """
 
 from __future__ import annotations
@@ -121,7 +128,9 @@ def check_value(query: Tensor, key: Tensor, value: Tensor) -> None:
     check_batch_broadcast(query=query, key=key, value=value)
 
 
-def check_int(name: str, n, *, low: int | None = None, high: int | None = None, what=None) -> int:
+def check_int(
+    name: str, n, *, low: int | None = None, high: int | None = None, what: str | None = None
+) -> int:
     """``n`` as an ``int``, the one integer check of the package: a Python or NumPy integer or a
     0-D int64 or int32 tensor (a ``bool``, a float, a string and a tensor of another dtype are
     refused, not cast; a traced size, ``torch.SymInt``, passes as it is), in ``low .. high``
