@@ -33,8 +33,8 @@ from attnlib._checks import as_id_list, as_words, check_ids_tensor, check_int, c
 from attnlib._util import read_text_file, short_repr
 
 __all__ = [
-    "NGramModel",
     "CorpusVocabulary",
+    "NGramModel",
     "batches",
     "perplexity",
     "read_books",
