@@ -37,15 +37,8 @@ import attnlib
 import numpy as np
 from _atomic import atomic_path
 from attnlib import read_glove_text
-from attnlib._checks import (
-    BEYOND_FLOAT32,
-    as_matrix,
-    as_path,
-    as_words,
-    directory_error,
-    shape_str,
-    short_repr,
-)
+from attnlib._checks import BEYOND_FLOAT32, as_matrix, as_words, shape_str
+from attnlib._util import as_path, directory_error, short_repr
 from torch import Tensor
 
 ROOT = Path(__file__).resolve().parents[1]

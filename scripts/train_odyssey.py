@@ -47,9 +47,10 @@ from _atomic import atomic_path, write_atomic
 from attnlib import LanguageModel, MultiHeadAttention, load_glove
 from attnlib.bpe import BPETokenizer, train_bpe
 from attnlib.corpus import (
+    CorpusVocabulary,
     NGramModel,
-    WordVocabulary,
     batches,
+    perplexity,
     read_books,
     token_log_probs,
     word_tokens,
@@ -151,12 +152,12 @@ def load_splits():
     return tuple([t for book in texts[part] for t in word_tokens(book)] for part in texts)
 
 
-def build_vocab(train_tokens) -> WordVocabulary:
+def build_vocab(train_tokens) -> CorpusVocabulary:
     """Words seen at least twice in training that GloVe knows, most frequent first."""
-    return WordVocabulary.from_tokens(train_tokens, min_count=2, known=load_glove())
+    return CorpusVocabulary.from_tokens(train_tokens, min_count=2, known=load_glove())
 
 
-def glove_matrix(vocab: WordVocabulary) -> torch.Tensor:
+def glove_matrix(vocab: CorpusVocabulary) -> torch.Tensor:
     """The GloVe vectors of the vocabulary, ``(V, 50)``; ``<unk>`` gets their mean."""
     vectors = load_glove().matrix(vocab.words[1:])  # (V - 1, 50)
     return torch.cat([vectors.mean(0, keepdim=True), vectors])  # (V, 50)
@@ -376,7 +377,7 @@ def measures(nats: float, tokens: int, part: str, data: Data) -> dict:
 # ---- count models -------------------------------------------------------------------------
 def count_scores(model: NGramModel, ids) -> dict:
     """Cross-entropy (nats, summed) of a count model on ``ids`` and how many tokens it scores."""
-    return {"nats": math.log(model.perplexity(ids)) * len(ids), "tokens": len(ids)}
+    return {"nats": math.log(perplexity(model, ids)) * len(ids), "tokens": len(ids)}
 
 
 def count_models(data: Data, log=print) -> dict:

@@ -174,11 +174,19 @@ def test_new_caches_check_their_steps(make):
     "make,error,match",
     [
         (lambda: PreallocatedCache(0), ValueError, "max_len must be a positive integer; got 0"),
-        (lambda: PreallocatedCache(2.0), TypeError, "max_len must be a positive integer; got 2.0"),
+        (
+            lambda: PreallocatedCache(2.0),
+            TypeError,
+            "max_len must be a positive integer; got float 2.0",
+        ),
         (lambda: RollingCache(0), ValueError, "window must be a positive integer; got 0"),
         (lambda: SinkCache(0), ValueError, "window must be a positive integer; got 0"),
         (lambda: SinkCache(4, sinks=-1), ValueError, "sinks must be an integer >= 0; got -1"),
-        (lambda: SinkCache(4, sinks=1.5), TypeError, "sinks must be an integer >= 0; got 1.5"),
+        (
+            lambda: SinkCache(4, sinks=1.5),
+            TypeError,
+            "sinks must be an integer >= 0; got float 1.5",
+        ),
     ],
 )
 def test_bad_cache_arguments(make, error, match):

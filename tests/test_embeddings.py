@@ -159,7 +159,7 @@ def test_most_similar_ship(glove):
 
 
 def test_bad_load_glove_dim():
-    with pytest.raises(ValueError, match="dim must be 50 .*; got 100"):
+    with pytest.raises(ValueError, match="dim must be the int 50 .*; got 100"):
         load_glove(100)
 
 

@@ -183,7 +183,7 @@ def test_encoder_errors(kwargs, error, match):
 
 
 def test_encoder_constructor_errors():
-    with pytest.raises(TypeError, match="num_layers must be a positive integer; got 2.0"):
+    with pytest.raises(TypeError, match="num_layers must be a positive integer; got float 2.0"):
         Encoder(V, E, H, 2.0)
     with pytest.raises(ValueError, match="type_vocab_size must be a positive integer; got 0"):
         Encoder(V, E, H, 2, type_vocab_size=0)

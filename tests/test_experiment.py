@@ -79,7 +79,7 @@ def test_time_rounds_rotates_the_order_and_times_every_function_every_round():
         ({"a": print, "b": None}, 1, TypeError, r"fns\['b'\] is NoneType None"),
         ({}, 1, ValueError, "fns must name at least one function"),
         ({"a": print}, 1.5, TypeError, "rounds must be an int >= 1; got float"),
-        ({"a": print}, 0, ValueError, "rounds must be >= 1; got 0"),
+        ({"a": print}, 0, ValueError, "rounds must be an int >= 1; got 0"),
     ],
 )
 def test_time_rounds_errors(fns, rounds, error, match):
@@ -125,13 +125,13 @@ def test_reproducible_restores_warn_only(deterministic, warn_only):
         ({"label": 3}, TypeError, r"label must be a str; got int 3"),
         ({"description": None}, TypeError, r"description must be a str; got NoneType None"),
         ({"min_run_time": "1"}, TypeError, r"min_run_time must be a number of seconds >= 0; "
-         r"got '1'"),
+         r"got str '1'"),
         ({"min_run_time": -1.0}, ValueError, r"min_run_time must be a number of seconds >= 0; "
          r"got -1\.0"),
         ({"min_run_time": float("nan")}, ValueError, r"min_run_time must be .*; got nan"),
         ({"min_run_time": float("inf")}, ValueError, r"min_run_time must be finite; got inf"),
         ({"threads": 0}, ValueError, r"threads must be a positive integer; got 0"),
-        ({"threads": True}, TypeError, r"threads must be a positive integer; got True"),
+        ({"threads": True}, TypeError, r"threads must be a positive integer; got bool True"),
     ],
 )  # fmt: skip
 def test_time_rounds_other_arguments(kwargs, error, match):
@@ -173,11 +173,14 @@ def test_median_time_of_the_wrong_type(measurements, match):
          r"a and b must have the same number of rounds \(ratio i is a\[i\] / b\[i\]\); got 3 "
          r"and 2"),
         ([], [], ValueError, r"a and b must hold at least one round; got none"),
-        ([1.0], [0.0], ValueError, r"b\[0\] must be a finite number > 0 \(a time\); got 0\.0"),
-        ([float("nan")], [1.0], ValueError, r"a\[0\] must be a finite number > 0 .*; got nan"),
-        ([1.0, "2"], [1.0, 1.0], TypeError, r"a\[1\] must be a Measurement or a number; "
-         r"got str '2'"),
-        ([True], [1.0], TypeError, r"a\[0\] must be a Measurement or a number; got bool True"),
+        ([1.0], [0.0], ValueError, r"b\[0\] must be a Measurement or a finite number > 0 "
+         r"\(a time\); got 0\.0"),
+        ([float("nan")], [1.0], ValueError, r"a\[0\] must be a Measurement or a finite number "
+         r"> 0 .*; got nan"),
+        ([1.0, "2"], [1.0, 1.0], TypeError, r"a\[1\] must be a Measurement or a finite number "
+         r"> 0 \(a time\); got str '2'"),
+        ([True], [1.0], TypeError, r"a\[0\] must be a Measurement or a finite number > 0 .*; "
+         r"got bool True"),
         (3.0, [1.0], TypeError, r"a must be a list of Measurements or numbers \(the rounds of one "
                                 r"function\); got float"),
     ],

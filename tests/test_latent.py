@@ -458,7 +458,7 @@ def test_kv_bytes_per_token_of_deepseek_v3():
     ("kwargs", "error", "match"),
     [
         (dict(num_layers=0), ValueError, "num_layers must be a positive integer; got 0"),
-        (dict(num_heads=2.0), TypeError, "num_heads must be a positive integer; got 2.0"),
+        (dict(num_heads=2.0), TypeError, "num_heads must be a positive integer; got float 2.0"),
         (dict(head_dim=-1), ValueError, "head_dim must be a positive integer"),
         (dict(num_kv_heads=3), ValueError, "num_kv_heads must divide num_heads"),
         (dict(num_kv_heads=0), ValueError, "num_kv_heads must be a positive integer"),
@@ -482,7 +482,7 @@ def test_kv_bytes_per_token_bad_arguments(kwargs, error, match):
     [
         (dict(latent_dim=0), ValueError, "latent_dim must be a positive integer; got 0"),
         (dict(latent_dim=-3), ValueError, "latent_dim must be a positive integer; got -3"),
-        (dict(latent_dim=7.0), TypeError, "latent_dim must be a positive integer; got 7.0"),
+        (dict(latent_dim=7.0), TypeError, "latent_dim must be a positive integer; got float 7.0"),
         (
             dict(latent_dim=E + 1),
             ValueError,

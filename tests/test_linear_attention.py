@@ -274,7 +274,10 @@ def test_bad_chunk_size(chunk_size, form, needs_beta):
     q, k, v, beta, _ = inputs(L=4)
     args = (q, k, v, beta) if needs_beta else (q, k, v)
     error = ValueError if type(chunk_size) is int else TypeError
-    with pytest.raises(error, match=rf"chunk_size must be a positive integer; got {chunk_size}"):
+    got = (
+        f"{chunk_size!r}" if error is ValueError else f"{type(chunk_size).__name__} {chunk_size!r}"
+    )
+    with pytest.raises(error, match=rf"chunk_size must be a positive integer; got {got}$"):
         form(*args, chunk_size=chunk_size)
 
 

@@ -354,9 +354,9 @@ def test_a_step_of_another_dtype_or_device_than_the_pool():
         ((0, 4), ValueError, r"num_blocks must be a positive integer; got 0"),
         ((4, 0), ValueError, r"block_size must be a positive integer; got 0"),
         ((4, -2), ValueError, r"block_size must be a positive integer; got -2"),
-        ((4.0, 4), TypeError, r"num_blocks must be a positive integer; got 4.0"),
-        ((4, 2.5), TypeError, r"block_size must be a positive integer; got 2.5"),
-        ((4, True), TypeError, r"block_size must be a positive integer; got True"),
+        ((4.0, 4), TypeError, r"num_blocks must be a positive integer; got float 4.0"),
+        ((4, 2.5), TypeError, r"block_size must be a positive integer; got float 2.5"),
+        ((4, True), TypeError, r"block_size must be a positive integer; got bool True"),
     ],
 )
 def test_pool_sizes(args, error, match):

@@ -60,10 +60,10 @@ def test_sinusoidal_dtype_and_device():
         ((4, 5), {}, ValueError, r"dim must be even \(sin and cos columns come in pairs\); got 5"),
         ((0, 4), {}, ValueError, r"length must be a positive integer; got 0"),
         ((4, 0), {}, ValueError, r"dim must be a positive integer; got 0"),
-        ((4.0, 4), {}, TypeError, r"length must be a positive integer; got 4.0"),
+        ((4.0, 4), {}, TypeError, r"length must be a positive integer; got float 4.0"),
         ((4, 4), {"base": 1.0}, ValueError, r"base must be a number > 1; got 1.0"),
         ((4, 4), {"base": float("inf")}, ValueError, r"base must be finite; got inf"),
-        ((4, 4), {"base": "10"}, TypeError, r"base must be a number > 1; got '10'"),
+        ((4, 4), {"base": "10"}, TypeError, r"base must be a number > 1; got str '10'"),
         ((4, 4), {"dtype": torch.int64}, TypeError, r"dtype must be a floating-point torch.dtype"),
     ],
 )
@@ -256,7 +256,7 @@ def test_alibi_as_float_mask_equals_torch_sdpa():
         ((0, 3), r"num_heads must be a positive integer; got 0"),
         ((2, 0), r"L must be a positive integer; got 0"),
         ((2, 3, -1), r"S must be a positive integer; got -1"),
-        ((2.5, 3), r"num_heads must be a positive integer; got 2.5"),
+        ((2.5, 3), r"num_heads must be a positive integer; got float 2.5"),
     ],
 )
 def test_alibi_bad_input(args, match):

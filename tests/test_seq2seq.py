@@ -324,7 +324,7 @@ def test_model_bad_inputs():
         m.generate(source, 10, bos_id=1)
     with pytest.raises(ValueError, match=r"eos_id must be a target id in 0 .. 16; got 17"):
         m.generate(source, 3, bos_id=1, eos_id=17)
-    with pytest.raises(TypeError, match=r"bos_id must be an int; got float"):
+    with pytest.raises(TypeError, match=r"bos_id must be a target id in 0 \.\. 16; got float 1\.0"):
         m.generate(source, 3, bos_id=1.0)
     with pytest.raises(ValueError, match=r"embed_dim must be even"):
         EncoderDecoder(5, 5, 9, 3, 1, 1, max_len=4)

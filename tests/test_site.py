@@ -1585,9 +1585,9 @@ API_NAMES = [
     "attnlib.decoding.sliding_window_mask",
     "attnlib.GloVe",
     "attnlib.GloVe.get_vecs_by_tokens",
-    "attnlib.tokenizer.Vocabulary",
-    "attnlib.tokenizer.Vocabulary.encode",
-    "attnlib.tokenizer.Vocabulary.decode",
+    "attnlib.tokenizer.SentenceVocabulary",
+    "attnlib.tokenizer.SentenceVocabulary.encode",
+    "attnlib.tokenizer.SentenceVocabulary.decode",
 ]
 # The modules of DESIGN.md's table: automodule gives each an anchor id "module-<name>".
 API_MODULES = [

@@ -5,7 +5,7 @@ import attnlib
 import pytest
 import torch
 from attnlib.embeddings import Embeddings
-from attnlib.tokenizer import BOS, EOS, Vocabulary, tokenize
+from attnlib.tokenizer import BOS, EOS, SentenceVocabulary, tokenize
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,7 +13,7 @@ SEED_001_TEXT = "How are you doing ? I am good and you ? I am fine, thank you ."
 
 
 def test_vocabulary_of_seed_001_is_sorted():
-    vocab = Vocabulary(SEED_001_TEXT)
+    vocab = SentenceVocabulary(SEED_001_TEXT)
     assert vocab.index2word == {
         0: "BOS",
         1: "EOS",
@@ -32,18 +32,18 @@ def test_vocabulary_of_seed_001_is_sorted():
     }
     assert BOS == 0 and EOS == 1
     assert vocab.word2index == {w: i for i, w in vocab.index2word.items()}
-    assert len(vocab) == 14 and repr(vocab) == "Vocabulary(14 tokens)"
+    assert len(vocab) == 14 and repr(vocab) == "SentenceVocabulary(14 tokens)"
 
 
 def test_vocabulary_is_deterministic():
-    a = Vocabulary(SEED_001_TEXT)
-    b = Vocabulary(" ".join(reversed(SEED_001_TEXT.split(" "))))  # same words, other order
-    c = Vocabulary(["How are you doing ?", "I am good and you ?", "I am fine, thank you ."])
+    a = SentenceVocabulary(SEED_001_TEXT)
+    b = SentenceVocabulary(" ".join(reversed(SEED_001_TEXT.split(" "))))  # same words, other order
+    c = SentenceVocabulary(["How are you doing ?", "I am good and you ?", "I am fine, thank you ."])
     assert a.index2word == b.index2word == c.index2word
 
 
 def test_encode_decode_round_trip():
-    vocab = Vocabulary(SEED_001_TEXT)
+    vocab = SentenceVocabulary(SEED_001_TEXT)
     ids = vocab.encode("How are you doing ?")
     assert ids.shape == (1, 5) and ids.dtype == torch.long
     assert ids.tolist() == [[10, 6, 13, 7, 3]]
@@ -53,13 +53,13 @@ def test_encode_decode_round_trip():
 
 
 def test_bad_unknown_word():
-    vocab = Vocabulary(SEED_001_TEXT)
+    vocab = SentenceVocabulary(SEED_001_TEXT)
     with pytest.raises(KeyError, match=r"words not in the vocabulary: \['hello', 'there'\]"):
         vocab.encode("Hello you there")
 
 
 def test_bad_decode():
-    vocab = Vocabulary(SEED_001_TEXT)
+    vocab = SentenceVocabulary(SEED_001_TEXT)
     with pytest.raises(KeyError, match=r"indices not in the vocabulary \(0..13\): \[14, 99\]"):
         vocab.decode(torch.tensor([[2, 14, 99]]))
     with pytest.raises(
@@ -74,13 +74,13 @@ def test_bad_decode():
 
 def test_bad_vocabulary_text():
     with pytest.raises(ValueError, match="text must contain at least one word; got ''"):
-        Vocabulary("")
+        SentenceVocabulary("")
     with pytest.raises(TypeError, match="text must be a str or an iterable of str"):
-        Vocabulary(["ok", 3])
+        SentenceVocabulary(["ok", 3])
     with pytest.raises(ValueError, match="sentence must contain at least one word; got ' '"):
-        Vocabulary(SEED_001_TEXT).encode(" ")
+        SentenceVocabulary(SEED_001_TEXT).encode(" ")
     with pytest.raises(TypeError, match="sentence must be a str; got list"):
-        Vocabulary(SEED_001_TEXT).encode(["how", "are"])
+        SentenceVocabulary(SEED_001_TEXT).encode(["how", "are"])
 
 
 @pytest.mark.parametrize(
@@ -95,13 +95,13 @@ def test_bad_vocabulary_text():
 )  # fmt: skip
 def test_bad_vocabulary_text_types(text, message):
     with pytest.raises(TypeError, match=message):
-        Vocabulary(text)
+        SentenceVocabulary(text)
 
 
 def test_vocabulary_splits_at_any_white_space():
     """A tab or a line break separates words too (seed 001 splits at ' ' only, which would
     make 'you\\ni' one word); on the seed's one-line text both agree."""
-    vocab = Vocabulary("How are\tyou ?\nI am\r\nfine")
+    vocab = SentenceVocabulary("How are\tyou ?\nI am\r\nfine")
     assert list(vocab.word2index)[2:] == ["?", "am", "are", "fine", "how", "i", "you"]
     assert vocab.encode("how\tare  you\n").tolist() == [[6, 4, 8]]
 
@@ -120,7 +120,7 @@ def test_vocabulary_splits_at_any_white_space():
 )  # fmt: skip
 def test_bad_decode_types(ids, exc, message):
     with pytest.raises(exc, match=message):
-        Vocabulary(SEED_001_TEXT).decode(ids)
+        SentenceVocabulary(SEED_001_TEXT).decode(ids)
 
 
 # ---------------------------------------------------------------- one rule for all
@@ -140,14 +140,14 @@ def test_tokenize_tricky_input(text, words):
     assert tokenize(text) == words == text.lower().split()
 
 
-def words_of(vocab: Vocabulary, text: str) -> list[str]:
-    """The words Vocabulary sees in ``text``: encoded, then looked up one by one."""
+def words_of(vocab: SentenceVocabulary, text: str) -> list[str]:
+    """The words SentenceVocabulary sees in ``text``: encoded, then looked up one by one."""
     return [vocab.index2word[i] for i in vocab.encode(text)[0].tolist()]
 
 
 @pytest.mark.parametrize(("text", "words"), TRICKY)
 def test_vocabulary_and_embeddings_split_as_tokenize(text, words):
-    vocab = Vocabulary(text)
+    vocab = SentenceVocabulary(text)
     assert set(vocab.word2index) == {"BOS", "EOS", *words}
     assert words_of(vocab, text) == words
     emb = Embeddings(sorted(set(words)), torch.eye(len(set(words))))
@@ -157,7 +157,7 @@ def test_vocabulary_and_embeddings_split_as_tokenize(text, words):
 
 @given(st.text(st.characters(blacklist_categories=("Cs",)), max_size=30))
 def test_one_rule_on_any_text(text):
-    """``attnlib.tokenize`` and Vocabulary are one rule."""
+    """``attnlib.tokenize`` and SentenceVocabulary are one rule."""
     assert attnlib.tokenize is tokenize
     words = text.lower().split()
     if not words:
@@ -165,4 +165,4 @@ def test_one_rule_on_any_text(text):
             tokenize(text)
         return
     assert tokenize(text) == words
-    assert words_of(Vocabulary(text), text) == words
+    assert words_of(SentenceVocabulary(text), text) == words

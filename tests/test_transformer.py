@@ -297,7 +297,7 @@ def test_block_dropout_only_in_training_mode():
     [
         ({"mlp_ratio": -1}, ValueError, "mlp_ratio must be a number >= 0; got -1"),
         ({"mlp_ratio": -0.5}, ValueError, "mlp_ratio must be a number >= 0; got -0.5"),
-        ({"mlp_ratio": True}, TypeError, "mlp_ratio must be a number >= 0; got True"),
+        ({"mlp_ratio": True}, TypeError, "mlp_ratio must be a number >= 0; got bool True"),
         ({"mlp_ratio": math.inf}, ValueError, "mlp_ratio must be finite; got inf"),
         ({"mlp_ratio": 0.04}, ValueError, r"round\(mlp_ratio \* E\) >= 1; got mlp_ratio=0.04"),
         ({"dropout": 1.0}, ValueError, r"dropout must be a probability in \[0, 1\); got 1.0"),
@@ -751,8 +751,12 @@ def test_relative_positions_have_no_length_limit(positions):
 @pytest.mark.parametrize(
     "kwargs,error,match",
     [
-        ({"top_k": 0}, ValueError, r"top_k must be >= 1 \(or None for all tokens\); got 0"),
-        ({"top_k": 2.0}, TypeError, "top_k must be an int or None; got float"),
+        ({"top_k": 0}, ValueError, r"top_k must be an int >= 1 \(or None for all tokens\); got 0"),
+        (
+            {"top_k": 2.0},
+            TypeError,
+            r"top_k must be an int >= 1 \(or None for all tokens\); got float 2\.0",
+        ),
         ({"temperature": -0.5}, ValueError, r"temperature must be a finite number >= 0 .*got -0.5"),
         (
             {"temperature": math.nan},
@@ -764,9 +768,17 @@ def test_relative_positions_have_no_length_limit(positions):
             ValueError,
             "temperature must be a finite number >= 0 .*got inf",
         ),
-        ({"temperature": "1"}, TypeError, "temperature must be a number; got str"),
-        ({"max_new_tokens": -1}, ValueError, "max_new_tokens must be >= 0; got -1"),
-        ({"max_new_tokens": 1.5}, TypeError, "max_new_tokens must be an int; got float"),
+        (
+            {"temperature": "1"},
+            TypeError,
+            r"temperature must be a finite number >= 0 \(0 = greedy\); got str '1'",
+        ),
+        ({"max_new_tokens": -1}, ValueError, "max_new_tokens must be an integer >= 0; got -1"),
+        (
+            {"max_new_tokens": 1.5},
+            TypeError,
+            r"max_new_tokens must be an integer >= 0; got float 1\.5",
+        ),
     ],
 )
 def test_generate_argument_errors(kwargs, error, match):
@@ -827,7 +839,7 @@ def test_generate_refuses_an_empty_prompt(empty):
         ),
         ({"vocab_size": 0}, ValueError, "vocab_size must be a positive integer; got 0"),
         ({"num_layers": 0}, ValueError, "num_layers must be a positive integer; got 0"),
-        ({"max_len": 2.5}, TypeError, "max_len must be a positive integer; got 2.5"),
+        ({"max_len": 2.5}, TypeError, "max_len must be a positive integer; got float 2.5"),
         ({"mlp_ratio": -1}, ValueError, "mlp_ratio must be a number >= 0; got -1"),
         ({"dropout": 1.0}, ValueError, r"dropout must be a probability in \[0, 1\); got 1.0"),
     ],

@@ -75,7 +75,7 @@
     return clean.match(WORD_TOKEN) || [];
   }
 
-  // attnlib.corpus.WordVocabulary.decode: words joined by spaces, none before punctuation.
+  // attnlib.corpus.CorpusVocabulary.decode: words joined by spaces, none before punctuation.
   function joinWords(words) {
     return words.join(" ").replace(/ ([,.;:!?)]|n't|'s)/g, "$1");
   }

@@ -20,7 +20,7 @@ called.
   ``latent``, ``linear_attention``, ``paged``, ``positions``, ``pretrained``, ``seq2seq`` and
   ``tokenizer``.
   Their names are used through the module (``attnlib.positions.alibi_bias``, ``from
-  attnlib.corpus import WordVocabulary``) and are not repeated at the top level, except
+  attnlib.corpus import CorpusVocabulary``) and are not repeated at the top level, except
   ``tokenize``, which is imported from the top level.
 * A module whose name starts with ``_`` is private.
 

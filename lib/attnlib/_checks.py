@@ -12,18 +12,31 @@ The rules, decided here once for the whole package:
 - **Traceable**: a check reads types, shapes, dtypes and devices, never the values of a tensor,
   so ``torch.compile(fullgraph=True)`` traces every public entry; the few checks that must read
   values (token ids within the vocabulary) are skipped under ``torch.compiler.is_compiling()``.
+- **One integer check, one number check**: every integer argument of the package goes through
+  :func:`check_int` and every real one through :func:`check_real`, so that they all take the
+  same things (a Python or NumPy number, a 0-D tensor) and refuse the same (a ``bool`` first),
+  with one message: ``"<name> must be <what>; got <type> <value>"``.
+
+Checks only: the mask arithmetic that attention applies lives in :mod:`attnlib.attention`, the
+repr and file helpers in :mod:`attnlib._util`.
 """
 
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
+import numbers
+import operator
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from attnlib._util import as_path, directory_error, short_repr  # noqa: F401
+
+# as_path and directory_error moved to attnlib._util: the names stay importable from here for
+# glove_text.py only, until it imports them from there
+
+INDEX_DTYPES = (torch.int64, torch.int32)  # what nn.Embedding takes as indices
 BEYOND_FLOAT32 = "is out of the float32 range (largest 3.4028235e+38)"
 
 
@@ -115,48 +128,94 @@ def check_value(query: Tensor, key: Tensor, value: Tensor) -> None:
     check_batch_broadcast(query=query, key=key, value=value)
 
 
-def _is_real(x) -> bool:
-    """A Python real number (``int`` or ``float``, not ``bool``)."""
-    return not isinstance(x, bool) and isinstance(x, (int, float))
+def check_int(
+    name: str, n, *, low: int | None = None, high: int | None = None, what: str | None = None
+) -> int:
+    """``n`` as an ``int``, the one integer check of the package: a Python or NumPy integer or a
+    0-D int64 or int32 tensor (a ``bool``, a float, a string and a tensor of another dtype are
+    refused, not cast; a traced size, ``torch.SymInt``, passes as it is), in ``low .. high``
+    (``None``: no bound).
+
+    ``what`` spells what is expected for the message; by default ``"a positive integer"`` for
+    ``low=1``, else ``"an integer"``, ``"an integer >= low"`` or ``"an integer in low..high"``.
+    TypeError if ``n`` is not an integer, ValueError if it is outside the range.
+
+    Example:
+        >>> check_int("num_heads", np.int64(4), low=1)
+        4
+        >>> check_int("num_heads", True, low=1)
+        Traceback (most recent call last):
+          ...
+        TypeError: num_heads must be a positive integer; got bool True
+    """
+    if isinstance(n, int) and not isinstance(n, bool):
+        value = n
+    elif isinstance(n, torch.SymInt):
+        value = n
+    elif isinstance(n, Tensor):
+        value = int(n.item()) if n.dim() == 0 and n.dtype in INDEX_DTYPES else None
+    elif isinstance(n, (bool, np.bool_)):
+        value = None
+    else:
+        try:
+            value = operator.index(n)  # a NumPy integer
+        except TypeError:
+            value = None
+    if what is None:
+        if low == 1 and high is None:
+            what = "a positive integer"
+        elif high is not None:
+            what = f"an integer in {low}..{high}"
+        else:
+            what = "an integer" if low is None else f"an integer >= {low}"
+    if value is None:
+        raise TypeError(f"{name} must be {what}; got {type(n).__name__} {short_repr(n)}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{name} must be {what}; got {value!r}")
+    return value
+
+
+def check_real(name: str, x, what: str = "a real number", ok=None) -> float:
+    """``x`` as a ``float``, the one number check of the package: a finite real number (a
+    Python or NumPy number or a 0-D tensor of one; a ``bool`` and a string are refused) for
+    which ``ok(x)`` holds (``None``: any). ``what`` says which, e.g. ``"a number > 1"``.
+
+    TypeError if ``x`` is not a real number; ValueError if ``ok(x)`` fails (NaN fails every
+    comparison) or ``x`` is infinite.
+
+    Example:
+        >>> check_real("base", np.float32(2.5), "a number > 1", lambda b: b > 1)
+        2.5
+        >>> check_real("base", 1, "a number > 1", lambda b: b > 1)
+        Traceback (most recent call last):
+          ...
+        ValueError: base must be a number > 1; got 1
+    """
+    value = x.item() if isinstance(x, np.generic) else x  # a NumPy number as Python's
+    if isinstance(x, Tensor):
+        real = not (x.is_complex() or x.dtype == torch.bool)
+        value = x.item() if x.dim() == 0 and real else None
+    elif isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
+        value = None
+    if value is None:
+        raise TypeError(f"{name} must be {what}; got {type(x).__name__} {short_repr(x)}")
+    if ok is not None and not ok(value):
+        raise ValueError(f"{name} must be {what}; got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite; got {value!r}")
+    return float(value)
 
 
 def check_dropout(name: str, p) -> float:
-    """``p`` is a probability in ``[0, 1)``, returned as a ``float``: TypeError if it is not a
-    real number, ValueError if it is outside ``[0, 1)``."""
-    if not _is_real(p):
-        raise TypeError(f"{name} must be a probability in [0, 1); got {p!r}")
-    if not 0 <= p < 1:
-        raise ValueError(f"{name} must be a probability in [0, 1); got {p!r}")
-    return float(p)
-
-
-def check_positive_int(name: str, n) -> int:
-    """``n`` is an ``int`` (not a ``bool``; a traced size ``torch.SymInt`` too) and at least 1:
-    TypeError if it is not an integer, ValueError if it is below 1."""
-    if isinstance(n, bool) or not isinstance(n, (int, torch.SymInt)):
-        raise TypeError(f"{name} must be a positive integer; got {n!r}")
-    if n < 1:
-        raise ValueError(f"{name} must be a positive integer; got {n!r}")
-    return n
-
-
-def check_real(name: str, x, what: str, ok) -> float:
-    """``x`` is a finite real number for which ``ok(x)`` holds; ``what`` says which, e.g.
-    ``"a number > 1"``. TypeError if ``x`` is not a real number, ValueError otherwise."""
-    if not _is_real(x):
-        raise TypeError(f"{name} must be {what}; got {x!r}")
-    if not ok(x):
-        raise ValueError(f"{name} must be {what}; got {x!r}")
-    if not math.isfinite(x):
-        raise ValueError(f"{name} must be finite; got {x!r}")
-    return float(x)
+    """``p`` is a probability in ``[0, 1)``, returned as a ``float``: :func:`check_real`, with
+    TypeError if it is not a real number, ValueError if it is outside ``[0, 1)``."""
+    return check_real(name, p, "a probability in [0, 1)", lambda p: 0 <= p < 1)
 
 
 def check_dim(name: str, dim, ndim: int) -> int:
     """``dim`` indexes one of the ``ndim`` dimensions of ``name`` (negative counts from the end);
     returned as the non-negative index."""
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"dim must be an int; got {type(dim).__name__} {dim!r}")
+    dim = check_int("dim", dim, what="an int")
     if not -ndim <= dim < ndim:
         raise ValueError(
             f"dim must be in [{-ndim}, {ndim - 1}] for the {ndim}-D {name}; got {dim}"
@@ -195,21 +254,6 @@ def check_module_input(name: str, x: Tensor, weight: Tensor) -> None:
         )
 
 
-def check_scale(scale) -> float | None:
-    """``None`` or a finite real number (a Python number or a 0-D tensor)."""
-    if scale is None:
-        return None
-    if isinstance(scale, Tensor) and scale.dim() == 0 and scale.is_floating_point():
-        scale = scale.item()
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(
-            f"scale must be a real number or None; got {type(scale).__name__} {scale!r}"
-        )
-    if not math.isfinite(scale):
-        raise ValueError(f"scale must be finite; got {scale!r}")
-    return float(scale)
-
-
 def check_mask(mask, target: tuple[int, ...], allowed: str, device=None) -> Tensor:
     """Check that ``mask`` is boolean or floating point, broadcasts to ``target`` (the
     scores' shape) and, if ``device`` is given, lies on it (the query's device).
@@ -238,65 +282,6 @@ def check_mask(mask, target: tuple[int, ...], allowed: str, device=None) -> Tens
     if device is not None and mask.device != device:
         raise ValueError(f"mask must be on the device of query, {device}; got {mask.device}")
     return mask
-
-
-def apply_mask(scores: Tensor, mask: Tensor | None) -> Tensor:
-    """Scores with ``mask`` applied, as ``F.scaled_dot_product_attention``'s ``attn_mask``:
-    a boolean mask sets the blocked scores (``False``) to ``-inf``; a float mask is added
-    (cast to the scores' dtype)."""
-    if mask is None:
-        return scores
-    if mask.dtype == torch.bool:
-        return scores.masked_fill(~mask, -math.inf)
-    mask = mask.to(scores.dtype)
-    # -inf must block whatever the score is (a score of +inf or NaN would give NaN)
-    return torch.where(mask == -math.inf, -math.inf, scores + mask)
-
-
-def weighted_sum(weights: Tensor, value: Tensor) -> Tensor:
-    """``weights @ value``, except that a value row with zero weight never touches the output:
-    a blocked key whose value holds ``inf`` or NaN would otherwise give ``0 * inf = NaN``.
-
-    In eager mode the exact path runs only when ``value`` is not all finite (a test of the
-    values); under ``torch.compile`` and on the ``meta`` device it always runs, so that nothing
-    branches on them (see :func:`values_unreadable`)."""
-    if values_unreadable(value) or (value.numel() and not torch.isfinite(value).all()):
-        return _exact_weighted_sum(weights, value)
-    return weights @ value  # (..., L, d_v)
-
-
-def _exact_weighted_sum(weights: Tensor, value: Tensor) -> Tensor:
-    """``weights @ value`` with the non-finite values of ``value`` counted only where their
-    weight is not 0 (weights are >= 0, as a softmax's): the finite part by one product, then
-    ``+inf``, ``-inf`` or NaN wherever a weighted non-finite value reaches an output, as IEEE
-    addition gives them (``inf + -inf`` and NaN give NaN)."""
-    finite = torch.isfinite(value)
-    out = weights @ torch.where(finite, value, 0.0)  # (..., L, d_v)
-    used = (weights != 0).to(value.dtype)  # (..., L, S)
-    pos = (used @ (value == math.inf).to(value.dtype)) > 0  # (..., L, d_v)
-    neg = (used @ (value == -math.inf).to(value.dtype)) > 0
-    nan = ((used @ value.isnan().to(value.dtype)) > 0) | (pos & neg)
-    out = torch.where(pos, math.inf, torch.where(neg, -math.inf, out))
-    return torch.where(nan, math.nan, out)
-
-
-def attends_somewhere(mask: Tensor) -> Tensor:
-    """``(..., L, 1)`` boolean: does each query row of ``mask`` leave at least one key?
-    (For a float mask: at least one entry that is not ``-inf``.)"""
-    allowed = mask if mask.dtype == torch.bool else mask != -math.inf
-    return allowed.any(dim=-1, keepdim=True)
-
-
-def repr_options(*options: tuple[str, object, object]) -> str:
-    """``", name=value"`` for each ``(name, value, default)`` whose value is not the default:
-    the optional part of a module's ``extra_repr``."""
-    return "".join(f", {name}={value}" for name, value, default in options if value != default)
-
-
-def short_repr(value, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters for an error message."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def as_words(name: str, words) -> list[str]:
@@ -350,55 +335,11 @@ def as_matrix(name: str, vectors) -> np.ndarray:
     return array
 
 
-def as_path(path) -> Path:
-    """``path`` as a ``Path`` with ``~`` expanded; TypeError for anything but a file name."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(
-            f"path must be a str or os.PathLike; got {type(path).__name__} (pass the file's "
-            "name, not an open file or bytes)"
-        )
-    return Path(path).expanduser()
-
-
-def directory_error(path: Path, expected: str) -> IsADirectoryError:
-    """IsADirectoryError naming a few of the files the directory holds."""
-    try:
-        names = sorted(p.name for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-    except OSError:
-        names = []
-    holds = f", which holds {', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"
-    return IsADirectoryError(
-        f"path must be {expected}; got the directory {str(path)!r}{holds if names else ''}"
-    )
-
-
-def read_text_file(path, expected: str, hint: str) -> tuple[Path, str]:
-    """``(path, text)`` of a UTF-8 text file, with universal newlines; the errors name the
-    file: ``IsADirectoryError`` listing what a directory holds, ``ValueError`` giving the line
-    and offset of the first byte that is not UTF-8, followed by ``hint``."""
-    path = as_path(path)
-    if path.is_dir():
-        raise directory_error(path, expected)
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise ValueError(
-            f"{path}, line {line}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start}); "
-            f"{hint}"
-        ) from None
-    return path, text.replace("\r\n", "\n").replace("\r", "\n")
-
-
 def values_unreadable(x: Tensor) -> bool:
     """Whether a test of ``x``'s values must be skipped: under ``torch.compile`` (a branch on
     values breaks the graph) and on the ``meta`` device (shapes without values, where
     ``bool(t)`` raises). The code then takes the path that is right whatever the values are."""
     return torch.compiler.is_compiling() or x.device.type == "meta"
-
-
-INDEX_DTYPES = (torch.int64, torch.int32)  # what nn.Embedding takes as indices
 
 
 def check_ids(ids, vocab_size: int, name: str = "ids") -> Tensor:
@@ -540,23 +481,6 @@ def check_model_cache(
         _cache_fits(f"cache (layer {i})", layer, N, kv_heads, head_dim, dtype, device, hint)
 
 
-def _as_id(x) -> int | None:
-    """``x`` as an ``int`` if it is an integer (a Python or NumPy integer, a 0-D int64 or
-    int32 tensor), else ``None`` (a ``bool``, a float, a string, ...)."""
-    if isinstance(x, (bool, np.bool_)):
-        return None
-    if isinstance(x, Tensor):
-        if x.dim() != 0 or x.dtype not in INDEX_DTYPES:
-            return None
-        return int(x.item())
-    import operator
-
-    try:
-        return operator.index(x)
-    except TypeError:
-        return None
-
-
 def as_id_list(name: str, ids, *, flatten: bool = False) -> list[int]:
     """``ids`` (a tensor of int64 or int32 ids, or a sequence of ints) as a list of ``int``.
 
@@ -584,32 +508,12 @@ def as_id_list(name: str, ids, *, flatten: bool = False) -> list[int]:
         return items
     out = []
     for i, x in enumerate(items):
-        value = _as_id(x)
-        if value is None:
+        try:
+            out.append(check_int(name, x))
+        except TypeError:
             raise TypeError(
                 f"{name} must all be int token ids; got {type(x).__name__} {short_repr(x)} at "
                 f"position {i}"
                 + (" (a float is refused, not truncated)" if isinstance(x, float) else "")
-            )
-        out.append(value)
+            ) from None
     return out
-
-
-def as_id(name: str, x) -> int:
-    """``x`` as an ``int`` token id (an ``int``, a NumPy integer or a 0-D int64 or
-    int32 tensor); TypeError for anything else, a ``bool`` and a float included."""
-    value = _as_id(x)
-    if value is None:
-        raise TypeError(f"{name} must be an int token id; got {type(x).__name__} {short_repr(x)}")
-    return value
-
-
-def check_int_range(name: str, n, low: int, high: int | None, what: str) -> int:
-    """``n`` is an ``int`` (not a ``bool``) in ``low .. high`` (``high=None``: no upper bound);
-    ``what`` spells the range for the message, e.g. ``"an integer >= 0"`` or
-    ``"in 1..context=8"``. TypeError if ``n`` is not an integer, ValueError if it is outside."""
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"{name} must be {what}; got {type(n).__name__} {n!r}")
-    if n < low or (high is not None and n > high):
-        raise ValueError(f"{name} must be {what}; got {n!r}")
-    return n

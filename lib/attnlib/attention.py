@@ -21,23 +21,20 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib._checks import (
-    apply_mask,
-    attends_somewhere,
     check_batch_broadcast,
     check_dim,
     check_dropout,
+    check_int,
     check_mask,
     check_module_input,
-    check_positive_int,
     check_qk,
-    check_scale,
+    check_real,
     check_tensor,
     check_value,
-    repr_options,
     shape_str,
     values_unreadable,
-    weighted_sum,
 )
+from attnlib._util import repr_options
 
 __all__ = [
     "SelfAttention",
@@ -131,8 +128,7 @@ def causal_mask(L: int, S: int | None = None, *, device=None) -> Tensor:
                 [ True,  True,  True]])
     """
     S = L if S is None else S
-    for name, n in (("L", L), ("S", S)):
-        check_positive_int(name, n)
+    L, S = check_int("L", L, low=1), check_int("S", S, low=1)
     return _causal_mask(L, S, device)
 
 
@@ -192,9 +188,56 @@ def attention_weights(
         tensor([0.6225, 0.3775, 0.0000])
     """
     check_qk(query, key)
-    scale = check_scale(scale)
+    scale = None if scale is None else check_real("scale", scale, "a real number or None")
     mask = _entry_mask(query, key, mask, is_causal)
     return _attention_weights(query, key, mask, scale)
+
+
+def apply_mask(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """Scores with ``mask`` applied, as ``F.scaled_dot_product_attention``'s ``attn_mask``:
+    a boolean mask sets the blocked scores (``False``) to ``-inf``; a float mask is added
+    (cast to the scores' dtype)."""
+    if mask is None:
+        return scores
+    if mask.dtype == torch.bool:
+        return scores.masked_fill(~mask, -math.inf)
+    mask = mask.to(scores.dtype)
+    # -inf must block whatever the score is (a score of +inf or NaN would give NaN)
+    return torch.where(mask == -math.inf, -math.inf, scores + mask)
+
+
+def weighted_sum(weights: Tensor, value: Tensor) -> Tensor:
+    """``weights @ value``, except that a value row with zero weight never touches the output:
+    a blocked key whose value holds ``inf`` or NaN would otherwise give ``0 * inf = NaN``.
+
+    In eager mode the exact path runs only when ``value`` is not all finite (a test of the
+    values); under ``torch.compile`` and on the ``meta`` device it always runs, so that nothing
+    branches on them (see :func:`values_unreadable`)."""
+    if values_unreadable(value) or (value.numel() and not torch.isfinite(value).all()):
+        return _exact_weighted_sum(weights, value)
+    return weights @ value  # (..., L, d_v)
+
+
+def _exact_weighted_sum(weights: Tensor, value: Tensor) -> Tensor:
+    """``weights @ value`` with the non-finite values of ``value`` counted only where their
+    weight is not 0 (weights are >= 0, as a softmax's): the finite part by one product, then
+    ``+inf``, ``-inf`` or NaN wherever a weighted non-finite value reaches an output, as IEEE
+    addition gives them (``inf + -inf`` and NaN give NaN)."""
+    finite = torch.isfinite(value)
+    out = weights @ torch.where(finite, value, 0.0)  # (..., L, d_v)
+    used = (weights != 0).to(value.dtype)  # (..., L, S)
+    pos = (used @ (value == math.inf).to(value.dtype)) > 0  # (..., L, d_v)
+    neg = (used @ (value == -math.inf).to(value.dtype)) > 0
+    nan = ((used @ value.isnan().to(value.dtype)) > 0) | (pos & neg)
+    out = torch.where(pos, math.inf, torch.where(neg, -math.inf, out))
+    return torch.where(nan, math.nan, out)
+
+
+def attends_somewhere(mask: Tensor) -> Tensor:
+    """``(..., L, 1)`` boolean: does each query row of ``mask`` leave at least one key?
+    (For a float mask: at least one entry that is not ``-inf``.)"""
+    allowed = mask if mask.dtype == torch.bool else mask != -math.inf
+    return allowed.any(dim=-1, keepdim=True)
 
 
 def _entry_mask(query: Tensor, key: Tensor, mask, is_causal) -> Tensor | None:
@@ -283,7 +326,7 @@ def scaled_dot_product_attention(
     check_qk(query, key)
     check_value(query, key, value)
     dropout_p = check_dropout("dropout_p", dropout_p)
-    scale = check_scale(scale)
+    scale = None if scale is None else check_real("scale", scale, "a real number or None")
     mask = _entry_mask(query, key, mask, is_causal)
     return _attention(query, key, value, mask, scale, dropout_p)
 
@@ -373,13 +416,15 @@ class SelfAttention(nn.Module):
         head_dim = embed_dim if head_dim is None else head_dim
         kdim = embed_dim if kdim is None else kdim
         vdim = embed_dim if vdim is None else vdim
-        for name, n in (
-            ("embed_dim", embed_dim),
-            ("head_dim", head_dim),
-            ("kdim", kdim),
-            ("vdim", vdim),
-        ):
-            check_positive_int(name, n)
+        embed_dim, head_dim, kdim, vdim = (
+            check_int(name, n, low=1)
+            for name, n in (
+                ("embed_dim", embed_dim),
+                ("head_dim", head_dim),
+                ("kdim", kdim),
+                ("vdim", vdim),
+            )
+        )
         self.embed_dim, self.head_dim, self.kdim, self.vdim = embed_dim, head_dim, kdim, vdim
         self.bias = bias
         self.dropout = check_dropout("dropout", dropout)

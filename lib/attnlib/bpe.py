@@ -31,14 +31,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlib._checks import (
-    as_id_list,
-    as_path,
-    check_int_range,
-    directory_error,
-    read_text_file,
-    short_repr,
-)
+from attnlib._checks import as_id_list, check_int
+from attnlib._util import as_path, directory_error, read_text_file, short_repr
 
 __all__ = ["BPETokenizer", "PATTERN", "byte_alphabet", "pretokenize", "train_bpe"]
 
@@ -227,8 +221,8 @@ def train_bpe(
         [('l', 'o'), ('lo', 'w'), ('Ġ', 'low')]
     """
     texts = _as_texts(text)
-    check_int_range("num_merges", num_merges, 0, None, "a non-negative int")
-    check_int_range("min_frequency", min_frequency, 1, None, "an int >= 1")
+    num_merges = check_int("num_merges", num_merges, low=0, what="a non-negative int")
+    min_frequency = check_int("min_frequency", min_frequency, low=1, what="an int >= 1")
     pieces = Counter()
     for t in texts:
         pieces.update(_pattern().findall(t))

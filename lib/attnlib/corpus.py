@@ -2,7 +2,7 @@
 
 The book's language model reads Samuel Butler's prose *Odyssey* (``data/odyssey.txt``,
 cleaned by ``scripts/prepare_texts.py``). This module turns such a text into tokens
-(:func:`word_tokens`, split the way GloVe 6B was), numbers them (:class:`WordVocabulary`, one
+(:func:`word_tokens`, split the way GloVe 6B was), numbers them (:class:`CorpusVocabulary`, one
 index per word, ``<unk>`` for the rest), and scores held-out text with smoothed n-gram counts
 (:class:`NGramModel`), the baseline any neural language model must beat.
 
@@ -29,22 +29,12 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlib._checks import (
-    as_id,
-    as_id_list,
-    as_words,
-    check_ids_tensor,
-    check_int_range,
-    check_positive_int,
-    check_real,
-    read_text_file,
-    shape_str,
-    short_repr,
-)
+from attnlib._checks import as_id_list, as_words, check_ids_tensor, check_int, check_real, shape_str
+from attnlib._util import read_text_file, short_repr
 
 __all__ = [
+    "CorpusVocabulary",
     "NGramModel",
-    "WordVocabulary",
     "batches",
     "perplexity",
     "read_books",
@@ -187,8 +177,13 @@ def _check_id_range(name: str, ids: list[int], vocab_size: int) -> None:
         raise ValueError(f"{name} must be in 0..{vocab_size - 1}; got {min(ids)}..{max(ids)}")
 
 
-class WordVocabulary:
-    """Word <-> index tables for a language model: ``<unk>`` is 0, then the words.
+class CorpusVocabulary:
+    """Word <-> index tables for a language model reading a corpus: ``<unk>`` is 0, then the
+    words. An *open* vocabulary: a stream of tokens is encoded as ``(T,)`` and every token it
+    does not hold becomes ``<unk>``, silently (a book always has words the vocabulary lacks).
+
+    (:class:`attnlib.tokenizer.SentenceVocabulary` is the closed one of the seeds: ``BOS`` and
+    ``EOS``, one sentence as ``(1, n)``, an unknown word an error.)
 
     Args:
         words: the words, in index order from 1 (without ``<unk>``); no repeats.
@@ -203,7 +198,7 @@ class WordVocabulary:
         ValueError: if ``words`` repeats a word or contains ``<unk>``.
 
     Example:
-        >>> vocab = WordVocabulary(["the", "ship", ","])
+        >>> vocab = CorpusVocabulary(["the", "ship", ","])
         >>> vocab.encode(["the", "black", "ship"])
         tensor([1, 0, 2])
         >>> vocab.decode(torch.tensor([1, 2, 3]))
@@ -228,7 +223,7 @@ class WordVocabulary:
         max_size: int | None = None,
         min_count: int = 1,
         known: Iterable[str] | None = None,
-    ) -> WordVocabulary:
+    ) -> CorpusVocabulary:
         """The most frequent tokens, most frequent first (ties in alphabetical order).
 
         Args:
@@ -239,7 +234,7 @@ class WordVocabulary:
                 every word has a pretrained vector.
 
         Returns:
-            The :class:`WordVocabulary`.
+            The :class:`CorpusVocabulary`.
 
         Raises:
             TypeError: if ``tokens`` is one ``str`` or holds an item that is not a ``str``,
@@ -248,13 +243,13 @@ class WordVocabulary:
             ValueError: if ``max_size < 0`` or ``min_count < 1``.
 
         Example:
-            >>> WordVocabulary.from_tokens(word_tokens("the ship, the crew"), max_size=2).words
+            >>> CorpusVocabulary.from_tokens(word_tokens("the ship, the crew"), max_size=2).words
             ['<unk>', 'the', ',']
         """
         tokens = as_words("tokens", tokens)
         if max_size is not None:
-            check_int_range("max_size", max_size, 0, None, "an integer >= 0 or None")
-        check_positive_int("min_count", min_count)
+            max_size = check_int("max_size", max_size, low=0, what="an integer >= 0 or None")
+        min_count = check_int("min_count", min_count, low=1)
         if isinstance(known, (str, bytes, bytearray)):
             raise TypeError(
                 f"known must be a collection of words (a set, a dict, Embeddings), not one "
@@ -280,7 +275,7 @@ class WordVocabulary:
         return len(self.words)
 
     def __repr__(self) -> str:
-        return f"WordVocabulary({len(self)} words with {UNK})"
+        return f"CorpusVocabulary({len(self)} words with {UNK})"
 
     def encode(self, tokens: Iterable[str]) -> Tensor:
         """Indices of the tokens, ``(T,)`` long; unknown tokens give 0 (``<unk>``).
@@ -301,7 +296,7 @@ class WordVocabulary:
             TypeError: if ``tokens`` is one ``str``, or holds an item that is not a ``str``.
 
         Example:
-            >>> vocab = WordVocabulary(["the", "ship", ","])
+            >>> vocab = CorpusVocabulary(["the", "ship", ","])
             >>> vocab.encode(word_tokens("The ship, the crew"))
             tensor([1, 2, 3, 1, 0])
         """
@@ -330,7 +325,7 @@ class WordVocabulary:
             ValueError: if an id is outside ``0 .. len(vocab) - 1``.
 
         Example:
-            >>> WordVocabulary(["the", "ship", ","]).decode(torch.tensor([1, 2, 3]))
+            >>> CorpusVocabulary(["the", "ship", ","]).decode(torch.tensor([1, 2, 3]))
             'the ship,'
         """
         ids = as_id_list("ids", ids, flatten=True)
@@ -381,9 +376,9 @@ class NGramModel:
 
     def __init__(self, ids, n: int, vocab_size: int, discount: float = 0.75):
         ids = as_id_list("ids", ids)
-        check_positive_int("n", n)
-        check_positive_int("vocab_size", vocab_size)
-        check_real("discount", discount, "a real number in (0, 1)", lambda d: 0 < d < 1)
+        n = check_int("n", n, low=1)
+        vocab_size = check_int("vocab_size", vocab_size, low=1)
+        discount = check_real("discount", discount, "a real number in (0, 1)", lambda d: 0 < d < 1)
         _check_id_range("ids", ids, vocab_size)
         self.n, self.vocab_size, self.discount = n, vocab_size, float(discount)
         self.tokens = len(ids)
@@ -426,7 +421,7 @@ class NGramModel:
             >>> round(lm.with_discount(0.5).prob(3, (1,)), 3), lm.discount
             (0.262, 0.75)
         """
-        check_real("discount", discount, "a real number in (0, 1)", lambda d: 0 < d < 1)
+        discount = check_real("discount", discount, "a real number in (0, 1)", lambda d: 0 < d < 1)
         other = copy.copy(self)
         other.discount = float(discount)
         return other
@@ -452,7 +447,7 @@ class NGramModel:
             >>> round(lm.prob(2, [1]), 3)
             0.56
         """
-        word = as_id("word", word)
+        word = check_int("word", word, what="an int token id")
         context = as_id_list("context", context)
         if not 0 <= word < self.vocab_size or any(not 0 <= c < self.vocab_size for c in context):
             raise ValueError(
@@ -477,36 +472,6 @@ class NGramModel:
                 + self.discount * self.context_types[k][u] / total * p
             )
         return p
-
-    def perplexity(self, ids) -> float:
-        """Perplexity of the tokens ``ids`` (each predicted from the ones before it).
-
-        Args:
-            ids: the tokens, a 1-D int64 or int32 tensor or a sequence of ints in ``0 .. V-1``.
-
-        Returns:
-            ``exp`` of the mean negative log-likelihood, a ``float``.
-
-        Raises:
-            TypeError: if ``ids`` is not a tensor or sequence of integers (a float, ``bool``,
-                int8 or uint8 tensor or item is refused, not cast).
-            ValueError: if ``ids`` is empty, a tensor that is not 1-D, or holds an id outside
-                ``0 .. V-1``.
-
-        Example:
-            >>> lm = NGramModel([1, 2, 1, 2, 1, 3], n=2, vocab_size=4)
-            >>> round(lm.perplexity([1, 2, 1, 3]), 3)
-            2.479
-        """
-        ids = as_id_list("ids", ids)
-        if not ids:
-            raise ValueError("ids must hold at least one token to score; got none")
-        _check_id_range("ids", ids, self.vocab_size)
-        nll = -sum(
-            math.log(self._prob(w, tuple(ids[max(0, t - self.n + 1) : t])))
-            for t, w in enumerate(ids)
-        )
-        return math.exp(nll / len(ids))
 
 
 def batches(ids: Tensor, context: int, batch_size: int, generator: torch.Generator):
@@ -539,8 +504,8 @@ def batches(ids: Tensor, context: int, batch_size: int, generator: torch.Generat
                 [4, 5, 6, 7]]))
     """
     check_ids_tensor("ids", ids)
-    check_positive_int("context", context)
-    check_positive_int("batch_size", batch_size)
+    context = check_int("context", context, low=1)
+    batch_size = check_int("batch_size", batch_size, low=1)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(
             f"generator must be a torch.Generator or None; got {type(generator).__name__} "
@@ -615,10 +580,10 @@ def token_log_probs(model, ids: Tensor, context: int, stride: int | None = None)
             f"...), as attnlib.LanguageModel; got {type(model).__name__}"
         )
     check_ids_tensor("ids", ids)
-    check_positive_int("context", context)
+    context = check_int("context", context, low=1)
     if stride is None:
         stride = max(1, context // 2)
-    check_int_range("stride", stride, 1, context, f"in 1..context={context}")
+    stride = check_int("stride", stride, low=1, high=context, what=f"in 1..context={context}")
     if ids.dim() != 1 or ids.numel() < 2:
         raise ValueError(
             f"ids must be 1-D with at least 2 tokens; got shape {shape_str(ids.shape)}"
@@ -645,28 +610,47 @@ def token_log_probs(model, ids: Tensor, context: int, stride: int | None = None)
         model.train(was_training)
 
 
-def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> float:
-    """Perplexity of a language model on the tokens ``ids``, read in windows of ``context``.
-
-    ``exp`` of the mean negative log-probability of tokens ``1 .. T-1`` as
-    :func:`token_log_probs` scores them: windows of ``context`` tokens start every ``stride``
-    tokens (default ``context // 2``, at least 1), and each token is scored once, from at least
-    ``context - stride`` tokens before it (except at the very start).
+def perplexity(model, ids, context: int | None = None, stride: int | None = None) -> float:
+    """Perplexity of a language model on the tokens ``ids``: a neural one read in windows of
+    ``context`` tokens, or an :class:`NGramModel`, which reads its own ``n - 1`` tokens.
 
     .. math::
 
-        \\operatorname{PPL} = \\exp\\Big(-\\frac{1}{T - 1} \\sum_{t=1}^{T-1} \\ell_t\\Big)
+        \\operatorname{PPL} = \\exp\\Big(-\\frac{1}{|S|} \\sum_{t \\in S} \\ell_t\\Big)
+
+    where ``ell_t`` is the log-probability of token ``t``. A neural model (a
+    ``torch.nn.Module``) scores tokens ``S = 1 .. T-1`` as :func:`token_log_probs` does:
+    windows of ``context`` tokens start every ``stride`` tokens (default ``context // 2``, at
+    least 1), and each token is scored once, from at least ``context - stride`` tokens before
+    it (except at the very start). An :class:`NGramModel` scores every token, ``S = 0 ..
+    T-1``, each from the ``n - 1`` tokens before it (the first from none); it takes neither
+    ``context`` nor ``stride``.
 
     Args:
-        model, ids, context, stride: as :func:`token_log_probs`.
+        model: a :class:`NGramModel`, or a ``torch.nn.Module`` called as ``model(ids (1, L))``
+            -> ``(logits (1, L, V), ...)``, as :class:`attnlib.LanguageModel`.
+        ids: the tokens: for a neural model as :func:`token_log_probs`, ``(T,)`` int64 or int32
+            with ``T >= 2``; for an :class:`NGramModel` a 1-D int64 or int32 tensor or a
+            sequence of ints in ``0 .. V-1``, at least one.
+        context, stride: for a neural model, as :func:`token_log_probs` (``context`` is
+            required); ``None`` for an :class:`NGramModel`.
 
     Returns:
         The perplexity, a float ``>= 1``.
 
     Raises:
-        TypeError, ValueError: as :func:`token_log_probs`.
+        TypeError: if ``model`` is neither; for a neural model as :func:`token_log_probs`, or
+            if ``context`` is not given; for an :class:`NGramModel` if ``ids`` is not a tensor
+            or sequence of integers (a float, ``bool``, int8 or uint8 tensor or item is
+            refused, not cast).
+        ValueError: for a neural model as :func:`token_log_probs`; for an :class:`NGramModel`
+            if ``context`` or ``stride`` is given, or ``ids`` is empty, a tensor that is not
+            1-D, or holds an id outside ``0 .. V-1``.
 
     Example:
+        >>> lm = NGramModel([1, 2, 1, 2, 1, 3], n=2, vocab_size=4)
+        >>> round(perplexity(lm, [1, 2, 1, 3]), 3)
+        2.479
         >>> from attnlib import LanguageModel
         >>> _ = torch.manual_seed(0)
         >>> lm = LanguageModel(50, 12, 3, 1, max_len=16)
@@ -674,7 +658,36 @@ def perplexity(model, ids: Tensor, context: int, stride: int | None = None) -> f
         >>> round(perplexity(lm, ids, context=16), 1)  # untrained: about V = 50
         50.9
     """
+    if isinstance(model, NGramModel):
+        return _ngram_perplexity(model, ids, context, stride)
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(
+            "model must be a torch.nn.Module called as model(ids (1, L)) -> (logits (1, L, V), "
+            f"...), as attnlib.LanguageModel, or an NGramModel; got {type(model).__name__}"
+        )
+    if context is None:
+        raise TypeError(
+            "context must be given for a neural model: the window length, a positive integer "
+            "at most the model's max_len; got None"
+        )
     return math.exp(-token_log_probs(model, ids, context, stride).mean().item())
+
+
+def _ngram_perplexity(model: NGramModel, ids, context, stride) -> float:
+    """:func:`perplexity` of an :class:`NGramModel`: every token, from the ``n - 1`` before."""
+    if context is not None or stride is not None:
+        raise ValueError(
+            "context and stride must be None for an NGramModel (it reads the last n - 1 = "
+            f"{model.n - 1} tokens itself); got context={context!r}, stride={stride!r}"
+        )
+    ids = as_id_list("ids", ids)
+    if not ids:
+        raise ValueError("ids must hold at least one token to score; got none")
+    _check_id_range("ids", ids, model.vocab_size)
+    nll = -sum(
+        math.log(model._prob(w, tuple(ids[max(0, t - model.n + 1) : t]))) for t, w in enumerate(ids)
+    )
+    return math.exp(nll / len(ids))
 
 
 def _logits(output, length: int) -> Tensor:

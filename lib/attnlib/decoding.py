@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnlib._checks import check_positive_int, shape_str
+from attnlib._checks import check_int, shape_str
 
 __all__ = [
     "Cache",
@@ -71,9 +71,9 @@ def sliding_window_mask(L: int, window: int, S: int | None = None, *, device=Non
                 [False, False,  True,  True]])
     """
     S = L if S is None else S
-    check_positive_int("L", L)
-    check_positive_int("S", S)
-    check_positive_int("window", window)
+    L = check_int("L", L, low=1)
+    S = check_int("S", S, low=1)
+    window = check_int("window", window, low=1)
     return _sliding_window_mask(L, window, S, device)
 
 
@@ -278,7 +278,7 @@ class KVCache(Cache):
 
     def __init__(self, *, window: int | None = None):
         super().__init__()
-        self.window = None if window is None else check_positive_int("window", window)
+        self.window = None if window is None else check_int("window", window, low=1)
         self._key: Tensor | None = None
         self._value: Tensor | None = None
 
@@ -359,7 +359,7 @@ class PreallocatedCache(Cache):
 
     def __init__(self, max_len: int):
         super().__init__()
-        self.max_len = check_positive_int("max_len", max_len)
+        self.max_len = check_int("max_len", max_len, low=1)
         self._key_buffer: Tensor | None = None
         self._value_buffer: Tensor | None = None
 
@@ -434,7 +434,7 @@ class RollingCache(Cache):
 
     def __init__(self, window: int):
         super().__init__()
-        self.window = check_positive_int("window", window)
+        self.window = check_int("window", window, low=1)
         self._key_buffer: Tensor | None = None
         self._value_buffer: Tensor | None = None
 
@@ -535,12 +535,8 @@ class SinkCache(Cache):
 
     def __init__(self, window: int, *, sinks: int = 4):
         super().__init__()
-        self.window = check_positive_int("window", window)
-        if isinstance(sinks, bool) or not isinstance(sinks, int):
-            raise TypeError(f"sinks must be an integer >= 0; got {sinks!r}")
-        if sinks < 0:
-            raise ValueError(f"sinks must be an integer >= 0; got {sinks!r}")
-        self.sinks = sinks
+        self.window = check_int("window", window, low=1)
+        self.sinks = check_int("sinks", sinks, low=0)
         self._key: Tensor | None = None
         self._value: Tensor | None = None
         self._positions: Tensor | None = None  # (S_kept,) absolute positions of the kept keys

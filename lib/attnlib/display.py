@@ -10,14 +10,13 @@ PNGs themselves, in their first cell (``%config InlineBackend.figure_formats = [
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from attnlib._checks import shape_str
+from attnlib._checks import check_int, check_real, shape_str
 from attnlib._layout import TICK_PT, VALUE_PT, heads_layout, values_fit
 
 __all__ = ["plot_heads", "plot_weights", "print_weights"]
@@ -74,10 +73,8 @@ def _labels(name: str, labels, axis: str) -> list[str]:
         )
     out = []
     for i, label in enumerate(labels):
-        if isinstance(label, bool) or not isinstance(label, (str, numbers.Integral)):
-            raise TypeError(
-                f"{name}[{i}] must be a str (or an int); got {type(label).__name__} {label!r}"
-            )
+        if not isinstance(label, str):
+            label = check_int(f"{name}[{i}]", label, what="a str (or an int)")
         out.append(str(label))
     return out
 
@@ -101,22 +98,14 @@ def _as_matrix(weights, rows, cols, ranks=(2,)):
 def _check_digits(digits, allow_none: bool) -> int | None:
     if digits is None and allow_none:
         return None
-    if isinstance(digits, bool) or not isinstance(digits, numbers.Integral):
-        want = "an int >= 0 (the decimals shown)" + (" or None (no values)" if allow_none else "")
-        raise TypeError(f"digits must be {want}; got {type(digits).__name__} {digits!r}")
-    if digits < 0:
-        raise ValueError(f"digits must be >= 0 (the decimals shown); got {digits}")
-    return int(digits)
+    want = "an int >= 0 (the decimals shown)" + (" or None (no values)" if allow_none else "")
+    return check_int("digits", digits, low=0, what=want)
 
 
 def _check_limit(name: str, value) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number or None; got {type(value).__name__} {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number or None; got {value}")
-    return float(value)
+    return check_real(name, value, "a finite number or None", math.isfinite)
 
 
 def _colour_limits(weights: np.ndarray, vmin, vmax, default=None) -> tuple[float, float]:
@@ -216,13 +205,9 @@ def print_weights(
     weights, rows, cols = _as_matrix(weights, rows, cols)
     digits = _check_digits(digits, allow_none=False)
     if max_cols is not None:
-        if isinstance(max_cols, bool) or not isinstance(max_cols, numbers.Integral):
-            raise TypeError(
-                f"max_cols must be an int >= 1 (columns per table) or None; got "
-                f"{type(max_cols).__name__} {max_cols!r}"
-            )
-        if max_cols < 1:
-            raise ValueError(f"max_cols must be >= 1 (columns per table); got {max_cols}")
+        max_cols = check_int(
+            "max_cols", max_cols, low=1, what="an int >= 1 (columns per table) or None"
+        )
     for name, labels in (("rows", rows), ("cols", cols)):
         for i, label in enumerate(labels):
             if "\t" in label or "\n" in label or "\r" in label:
@@ -404,13 +389,10 @@ def plot_heads(
                 raise TypeError(f"titles[{h}] must be a str; got {type(title).__name__} {title!r}")
     if ncols is None:
         ncols = min(heads, 4)
-    elif isinstance(ncols, bool) or not isinstance(ncols, numbers.Integral):
-        raise TypeError(
-            f"ncols must be an int >= 1 (heads per row of the grid) or None; got "
-            f"{type(ncols).__name__} {ncols!r}"
+    else:
+        ncols = check_int(
+            "ncols", ncols, low=1, what="an int >= 1 (heads per row of the grid) or None"
         )
-    elif ncols < 1:
-        raise ValueError(f"ncols must be >= 1 (heads per row of the grid); got {ncols}")
     finite = weights[np.isfinite(weights)]
     probabilities = finite.size == 0 or (finite.min() >= 0 and finite.max() <= 1)
     vmin, vmax = _colour_limits(weights, vmin, vmax, (0.0, 1.0) if probabilities else None)

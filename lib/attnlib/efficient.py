@@ -12,14 +12,8 @@ import math
 import torch
 from torch import Tensor
 
-from attnlib._checks import (
-    apply_mask,
-    check_mask,
-    check_qk,
-    check_scale,
-    check_value,
-    weighted_sum,
-)
+from attnlib._checks import check_int, check_mask, check_qk, check_real, check_value
+from attnlib.attention import apply_mask, weighted_sum
 
 __all__ = ["tiled_attention"]
 
@@ -84,15 +78,12 @@ def tiled_attention(
         >>> torch.allclose(tiled_attention(q, k, v, block_size=32), exact, atol=1e-6)
         True
     """
-    if isinstance(block_size, bool) or not isinstance(block_size, int):
-        raise TypeError(f"block_size must be an integer >= 1; got {block_size!r}")
-    if block_size < 1:
-        raise ValueError(f"block_size must be an integer >= 1; got {block_size!r}")
+    block_size = check_int("block_size", block_size, low=1, what="an integer >= 1")
     if not isinstance(is_causal, bool):
         raise TypeError(f"is_causal must be a bool; got {type(is_causal).__name__}")
     check_qk(query, key)
     check_value(query, key, value)
-    scale = check_scale(scale)
+    scale = None if scale is None else check_real("scale", scale, "a real number or None")
     L, S = query.shape[-2], key.shape[-2]
     scale = query.shape[-1] ** -0.5 if scale is None else scale
     batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import difflib
 import functools
-import operator
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from attnlib._checks import as_matrix, as_words, check_tensor, shape_str, short_repr
+from attnlib._checks import as_matrix, as_words, check_int, check_tensor, shape_str
+from attnlib._util import short_repr
 from attnlib.tokenizer import tokenize
 
 __all__ = ["Embeddings", "UnknownWordError"]
@@ -221,11 +221,7 @@ class Embeddings:
                 vector (``word_or_vector`` or the word's vector) is zero (its cosine is undefined)
                 or not finite.
         """
-        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
-            raise TypeError(f"k must be a positive integer; got {type(k).__name__} {k!r}")
-        if k < 1:
-            raise ValueError(f"k must be a positive integer; got {k!r}")
-        k = operator.index(k)
+        k = check_int("k", k, low=1)
         exclude = None
         if isinstance(word_or_vector, str):
             vector = self[word_or_vector]

@@ -26,9 +26,9 @@ from torch import Tensor, nn
 
 from attnlib._checks import (
     check_dropout,
+    check_int,
     check_mask,
     check_module_input,
-    check_positive_int,
     check_real,
     check_tensor,
     shape_str,
@@ -114,7 +114,7 @@ class PostNormBlock(nn.Module):
         norm_eps: float = 1e-5,
     ):
         super().__init__()
-        check_positive_int("embed_dim", embed_dim)
+        embed_dim = check_int("embed_dim", embed_dim, low=1)
         self.mlp_ratio = check_real("mlp_ratio", mlp_ratio, "a number > 0", lambda r: r > 0)
         self.dropout = check_dropout("dropout", dropout)
         hidden = round(self.mlp_ratio * embed_dim)
@@ -316,15 +316,17 @@ class Encoder(nn.Module):
         norm_eps: float = 1e-12,
     ):
         super().__init__()
-        for name, n in (
-            ("vocab_size", vocab_size),
-            ("embed_dim", embed_dim),
-            ("num_heads", num_heads),
-            ("num_layers", num_layers),
-            ("max_len", max_len),
-            ("type_vocab_size", type_vocab_size),
-        ):
-            check_positive_int(name, n)
+        vocab_size, embed_dim, num_heads, num_layers, max_len, type_vocab_size = (
+            check_int(name, n, low=1)
+            for name, n in (
+                ("vocab_size", vocab_size),
+                ("embed_dim", embed_dim),
+                ("num_heads", num_heads),
+                ("num_layers", num_layers),
+                ("max_len", max_len),
+                ("type_vocab_size", type_vocab_size),
+            )
+        )
         self.vocab_size, self.max_len, self.type_vocab_size = vocab_size, max_len, type_vocab_size
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
         self.position_embedding = nn.Embedding(max_len, embed_dim)

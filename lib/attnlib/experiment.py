@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import numbers
 import os
 import platform
 import statistics
@@ -22,7 +21,8 @@ import numpy as np
 import torch
 from torch.utils import benchmark
 
-from attnlib._checks import check_positive_int, check_real, short_repr
+from attnlib._checks import check_int, check_real
+from attnlib._util import short_repr
 
 __all__ = ["machine", "median_time", "ratio", "reproducible", "time_rounds"]
 
@@ -135,12 +135,10 @@ def time_rounds(
     for name, text in (("label", label), ("description", description)):
         if not isinstance(text, str):
             raise TypeError(f"{name} must be a str; got {type(text).__name__} {short_repr(text)}")
-    if isinstance(rounds, bool) or not isinstance(rounds, numbers.Integral):
-        raise TypeError(f"rounds must be an int >= 1; got {type(rounds).__name__}")
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1; got {rounds}")
-    check_real("min_run_time", min_run_time, "a number of seconds >= 0", lambda t: t >= 0)
-    check_positive_int("threads", threads)
+    rounds = check_int("rounds", rounds, low=1, what="an int >= 1")
+    what = "a number of seconds >= 0"
+    min_run_time = check_real("min_run_time", min_run_time, what, lambda t: t >= 0)
+    threads = check_int("threads", threads, low=1)
     names = list(fns)
     measured: dict[str, list[benchmark.Measurement]] = {name: [] for name in names}
     for r in range(rounds):
@@ -240,12 +238,6 @@ def _seconds(name: str, rounds) -> list[float]:
     seconds = []
     for i, x in enumerate(rounds):
         value = x.median if isinstance(x, benchmark.Measurement) else x
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-            raise TypeError(
-                f"{name}[{i}] must be a Measurement or a number; got {type(x).__name__} "
-                f"{short_repr(x)}"
-            )
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{name}[{i}] must be a finite number > 0 (a time); got {value!r}")
-        seconds.append(float(value))
+        what = "a Measurement or a finite number > 0 (a time)"
+        seconds.append(check_real(f"{name}[{i}]", value, what, lambda t: 0 < t < math.inf))
     return seconds

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attnlib._checks import check_int
 from attnlib.embeddings import Embeddings
 
 __all__ = ["GloVe", "load_glove"]
@@ -59,14 +60,8 @@ def load_glove(dim: int = 50) -> Embeddings:
         >>> len(glove), glove["ship"][:2]
         (400000, tensor([1.5213, 0.1052]))
     """
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(
-            f"dim must be the int 50 (the packaged GloVe 6B vectors); got {type(dim).__name__} "
-            f"{dim!r}"
-        )
-    if dim != 50:
-        raise ValueError(f"dim must be 50 (the packaged GloVe 6B vectors); got {dim!r}")
-    return _load_glove(int(dim))  # one cache entry for load_glove(), (50) and (dim=50)
+    dim = check_int("dim", dim, low=50, high=50, what="the int 50 (the packaged GloVe 6B vectors)")
+    return _load_glove(dim)  # one cache entry for load_glove(), (50) and (dim=50)
 
 
 @functools.cache

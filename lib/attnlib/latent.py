@@ -26,14 +26,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from attnlib._checks import (
-    check_cache_fits,
-    check_dropout,
-    check_int_range,
-    check_positive_int,
-    repr_options,
-    shape_str,
-)
+from attnlib._checks import check_cache_fits, check_dropout, check_int, shape_str
+from attnlib._util import repr_options
 from attnlib.attention import _attend
 from attnlib.decoding import Cache
 from attnlib.multihead import _check_cache, _check_dims, _position_ids, _prepare
@@ -44,7 +38,7 @@ __all__ = ["MultiHeadLatentAttention", "kv_bytes_per_token"]
 
 def _check_latent_dim(name: str, n, embed_dim: int) -> int:
     """A latent size: an ``int`` in ``1 .. embed_dim``."""
-    check_positive_int(name, n)
+    n = check_int(name, n, low=1)
     if n > embed_dim:
         raise ValueError(
             f"{name} must be at most embed_dim={embed_dim}; got {n}: the latent is x W_down, "
@@ -56,7 +50,7 @@ def _check_latent_dim(name: str, n, embed_dim: int) -> int:
 
 def _check_rope_dim(rope_dim) -> int:
     """``d_R``: an even ``int >= 0`` (RoPE rotates pairs of features)."""
-    check_int_range("rope_dim", rope_dim, 0, None, "an even integer >= 0")
+    rope_dim = check_int("rope_dim", rope_dim, low=0, what="an even integer >= 0")
     if rope_dim % 2:
         raise ValueError(
             f"rope_dim must be an even integer >= 0 (RoPE rotates features in pairs); "
@@ -461,13 +455,13 @@ def kv_bytes_per_token(
         >>> kv_bytes_per_token(**v3), kv_bytes_per_token(**v3, num_kv_heads=1)
         (4997120, 39040)
     """
-    check_positive_int("num_layers", num_layers)
-    check_positive_int("num_heads", num_heads)
-    check_positive_int("head_dim", head_dim)
-    check_int_range("rope_dim", rope_dim, 0, None, "an integer >= 0")
-    check_positive_int("bytes_per_number", bytes_per_number)
+    num_layers = check_int("num_layers", num_layers, low=1)
+    num_heads = check_int("num_heads", num_heads, low=1)
+    head_dim = check_int("head_dim", head_dim, low=1)
+    rope_dim = check_int("rope_dim", rope_dim, low=0)
+    bytes_per_number = check_int("bytes_per_number", bytes_per_number, low=1)
     if latent_dim is not None:
-        check_positive_int("latent_dim", latent_dim)
+        latent_dim = check_int("latent_dim", latent_dim, low=1)
         if num_kv_heads is not None:
             raise ValueError(
                 f"num_kv_heads and latent_dim must not both be given: multi-head latent "
@@ -475,7 +469,7 @@ def kv_bytes_per_token(
                 f"num_kv_heads={num_kv_heads}, latent_dim={latent_dim}"
             )
         return num_layers * (latent_dim + rope_dim) * bytes_per_number
-    G = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
+    G = num_heads if num_kv_heads is None else check_int("num_kv_heads", num_kv_heads, low=1)
     if num_heads % G:
         raise ValueError(
             f"num_kv_heads must divide num_heads; got num_heads={num_heads}, num_kv_heads={G}"

@@ -40,8 +40,8 @@ from torch import Tensor, nn
 
 from attnlib._checks import (
     check_cache_fits,
+    check_int,
     check_module_input,
-    check_positive_int,
     check_real,
     check_same_kind,
     check_tensor,
@@ -150,7 +150,7 @@ def _check_state(name: str, state, shape: tuple[int, ...], query: Tensor) -> Non
 
 
 def _check_chunk_size(chunk_size) -> int:
-    return check_positive_int("chunk_size", chunk_size)
+    return check_int("chunk_size", chunk_size, low=1)
 
 
 # ---- linear attention ------------------------------------------------------------------------
@@ -733,8 +733,8 @@ class LinearAttention(nn.Module):
         bias: bool = False,
     ):
         super().__init__()
-        check_positive_int("embed_dim", embed_dim)
-        check_positive_int("num_heads", num_heads)
+        embed_dim = check_int("embed_dim", embed_dim, low=1)
+        num_heads = check_int("num_heads", num_heads, low=1)
         if embed_dim % num_heads:
             raise ValueError(
                 f"embed_dim must be divisible by num_heads; got embed_dim={embed_dim}, "
@@ -743,7 +743,7 @@ class LinearAttention(nn.Module):
         if rule not in ("linear", "delta", "gated_delta"):
             raise ValueError(f"rule must be 'linear', 'delta' or 'gated_delta'; got {rule!r}")
         if conv_size != 0:
-            check_positive_int("conv_size", conv_size)
+            conv_size = check_int("conv_size", conv_size, low=1)
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
         self.rule, self.conv_size = rule, conv_size
         self.chunk_size = _check_chunk_size(chunk_size)

@@ -26,19 +26,17 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib._checks import (
-    apply_mask,
     check_cache_fits,
     check_dropout,
+    check_int,
     check_mask,
     check_module_input,
-    check_positive_int,
     check_real,
     check_tensor,
-    repr_options,
     shape_str,
-    weighted_sum,
 )
-from attnlib.attention import SelfAttention, _attend, _softmax
+from attnlib._util import repr_options
+from attnlib.attention import SelfAttention, _attend, _softmax, apply_mask, weighted_sum
 from attnlib.decoding import Cache
 from attnlib.positions import ALiBi, Rotary, _position_scheme
 
@@ -46,10 +44,10 @@ __all__ = ["MultiHeadAttention", "NaiveMultiHeadAttention"]
 
 
 def _check_dims(embed_dim: int, num_heads: int, head_dim: int | None) -> int:
-    check_positive_int("embed_dim", embed_dim)
-    check_positive_int("num_heads", num_heads)
+    embed_dim = check_int("embed_dim", embed_dim, low=1)
+    num_heads = check_int("num_heads", num_heads, low=1)
     if head_dim is not None:
-        return check_positive_int("head_dim", head_dim)
+        return check_int("head_dim", head_dim, low=1)
     if embed_dim % num_heads:
         raise ValueError(
             f"embed_dim must be divisible by num_heads; got embed_dim={embed_dim}, "
@@ -341,7 +339,7 @@ class MultiHeadAttention(nn.Module):
         self.positions = _position_scheme(positions, rope_base=rope_base)
         if self.positions is not None:
             self.positions.check_head_dim(self.head_dim)
-        G = num_heads if num_kv_heads is None else check_positive_int("num_kv_heads", num_kv_heads)
+        G = num_heads if num_kv_heads is None else check_int("num_kv_heads", num_kv_heads, low=1)
         if num_heads % G:
             raise ValueError(
                 f"num_kv_heads must divide num_heads; got num_heads={num_heads}, "
@@ -658,6 +656,6 @@ def _init_sizes(m, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout) ->
     """Check and store the sizes shared by both classes."""
     m.head_dim = _check_dims(embed_dim, num_heads, head_dim)
     m.embed_dim, m.num_heads, m.bias = embed_dim, num_heads, bias
-    m.kdim = embed_dim if kdim is None else check_positive_int("kdim", kdim)
-    m.vdim = embed_dim if vdim is None else check_positive_int("vdim", vdim)
+    m.kdim = embed_dim if kdim is None else check_int("kdim", kdim, low=1)
+    m.vdim = embed_dim if vdim is None else check_int("vdim", vdim, low=1)
     m.dropout = check_dropout("dropout", dropout)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnlib._checks import check_positive_int, shape_str
+from attnlib._checks import check_int, shape_str
 from attnlib.decoding import Cache
 from attnlib.transformer import ModelCache
 
@@ -101,8 +101,8 @@ class BlockPool:
     """
 
     def __init__(self, num_blocks: int, block_size: int):
-        self.num_blocks = check_positive_int("num_blocks", num_blocks)
-        self.block_size = check_positive_int("block_size", block_size)
+        self.num_blocks = check_int("num_blocks", num_blocks, low=1)
+        self.block_size = check_int("block_size", block_size, low=1)
         self.key: Tensor | None = None  # (num_blocks, G, block_size, D) from the first write
         self.value: Tensor | None = None  # (num_blocks, G, block_size, D_v)
         self.ref_counts = [0] * num_blocks
@@ -156,7 +156,7 @@ class BlockPool:
 
         Raises ValueError if the block is free or not a block of this pool.
         """
-        self._check_in_use(block)
+        block = self._check_in_use(block)
         self.ref_counts[block] += 1
 
     def release(self, block: int) -> None:
@@ -164,14 +164,13 @@ class BlockPool:
 
         Raises ValueError if the block is free (released twice) or not a block of this pool.
         """
-        self._check_in_use(block)
+        block = self._check_in_use(block)
         self.ref_counts[block] -= 1
         if self.ref_counts[block] == 0:
             self._free.append(block)
 
-    def _check_in_use(self, block) -> None:
-        if isinstance(block, bool) or not isinstance(block, int):
-            raise TypeError(f"block must be a block id, an int; got {type(block).__name__}")
+    def _check_in_use(self, block) -> int:
+        block = check_int("block", block, what="a block id, an int")
         inside = 0 <= block < self.num_blocks
         if not inside or self.ref_counts[block] == 0:
             why = "a free block: released more often than taken" if inside else "outside the pool"
@@ -179,6 +178,7 @@ class BlockPool:
                 f"block must be a block in use, 0 .. {self.num_blocks - 1} with a reference "
                 f"count above 0; got {block} ({why})"
             )
+        return block
 
     def _fit(self, key: Tensor, value: Tensor) -> None:
         """Make the storage from the first step ``(1, G, L_new, D)`` and ``(1, G, L_new, D_v)``,

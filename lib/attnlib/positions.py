@@ -23,13 +23,7 @@ import math
 import torch
 from torch import Tensor
 
-from attnlib._checks import (
-    check_floating_dtype,
-    check_positive_int,
-    check_real,
-    check_tensor,
-    shape_str,
-)
+from attnlib._checks import check_floating_dtype, check_int, check_real, check_tensor, shape_str
 
 __all__ = [
     "ALiBi",
@@ -90,8 +84,8 @@ def sinusoidal_encoding(
                 [ 0.8415,  0.5403,  0.0100,  0.9999],
                 [ 0.9093, -0.4161,  0.0200,  0.9998]])
     """
-    check_positive_int("length", length)
-    check_positive_int("dim", dim)
+    length = check_int("length", length, low=1)
+    dim = check_int("dim", dim, low=1)
     if dim % 2:
         raise ValueError(f"dim must be even (sin and cos columns come in pairs); got {dim}")
     base = _check_base(base)
@@ -209,7 +203,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
         >>> alibi_slopes(4)
         tensor([0.2500, 0.0625, 0.0156, 0.0039])
     """
-    check_positive_int("num_heads", num_heads)
+    num_heads = check_int("num_heads", num_heads, low=1)
 
     def power_of_two(n: int) -> list[float]:
         return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
@@ -261,8 +255,8 @@ def alibi_bias(num_heads: int, L: int, S: int | None = None, *, device=None) -> 
                 [-0.1250, -0.0625,  0.0000]])
     """
     S = L if S is None else S
-    check_positive_int("L", L)
-    check_positive_int("S", S)
+    L = check_int("L", L, low=1)
+    S = check_int("S", S, low=1)
     slopes = alibi_slopes(num_heads).to(device)  # (H,)
     i = torch.arange(L, device=device).unsqueeze(1)  # (L, 1)
     j = torch.arange(S, device=device).unsqueeze(0)  # (1, S)

@@ -29,7 +29,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from attnlib._checks import as_path, as_words, check_positive_int, shape_str
+from attnlib._checks import as_words, check_int, shape_str
+from attnlib._util import as_path
 from attnlib.encoder import Encoder, sentence_embedding
 from attnlib.transformer import LanguageModel
 
@@ -336,7 +337,7 @@ def encode_sentences(model: Encoder, tokenizer, sentences, *, batch_size: int = 
         raise TypeError(f"model must be an attnlib.Encoder; got {type(model).__name__}")
     one = isinstance(sentences, str)
     sentences = [sentences] if one else as_words("sentences", sentences)
-    check_positive_int("batch_size", batch_size)
+    batch_size = check_int("batch_size", batch_size, low=1)
     device = model.token_embedding.weight.device
     out = []
     for start in range(0, len(sentences), batch_size):

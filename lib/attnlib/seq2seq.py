@@ -32,9 +32,9 @@ from torch import Tensor, nn
 from attnlib._checks import (
     check_dropout,
     check_ids,
+    check_int,
     check_mask,
     check_module_input,
-    check_positive_int,
     check_tensor,
     shape_str,
 )
@@ -94,8 +94,8 @@ class AdditiveAttention(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int, *, bias: bool = False):
         super().__init__()
-        for name, n in (("query_dim", query_dim), ("key_dim", key_dim), ("hidden_dim", hidden_dim)):
-            check_positive_int(name, n)
+        sizes = (("query_dim", query_dim), ("key_dim", key_dim), ("hidden_dim", hidden_dim))
+        query_dim, key_dim, hidden_dim = (check_int(name, n, low=1) for name, n in sizes)
         self.q_proj = nn.Linear(query_dim, hidden_dim, bias=bias)
         self.k_proj = nn.Linear(key_dim, hidden_dim, bias=bias)
         self.v = nn.Linear(hidden_dim, 1, bias=False)
@@ -211,7 +211,7 @@ class DecoderBlock(nn.Module):
         activation: str = "gelu",
     ):
         super().__init__()
-        check_positive_int("embed_dim", embed_dim)
+        embed_dim = check_int("embed_dim", embed_dim, low=1)
         approximate = _check_activation(activation)
         self.activation = activation
         self.mlp_ratio = _check_ratio(mlp_ratio)
@@ -402,16 +402,26 @@ class EncoderDecoder(nn.Module):
         activation: str = "gelu",
     ):
         super().__init__()
-        for name, n in (
-            ("source_vocab", source_vocab),
-            ("target_vocab", target_vocab),
-            ("embed_dim", embed_dim),
-            ("num_heads", num_heads),
-            ("num_encoder_layers", num_encoder_layers),
-            ("num_decoder_layers", num_decoder_layers),
-            ("max_len", max_len),
-        ):
-            check_positive_int(name, n)
+        (
+            source_vocab,
+            target_vocab,
+            embed_dim,
+            num_heads,
+            num_encoder_layers,
+            num_decoder_layers,
+            max_len,
+        ) = (
+            check_int(name, n, low=1)
+            for name, n in (
+                ("source_vocab", source_vocab),
+                ("target_vocab", target_vocab),
+                ("embed_dim", embed_dim),
+                ("num_heads", num_heads),
+                ("num_encoder_layers", num_encoder_layers),
+                ("num_decoder_layers", num_decoder_layers),
+                ("max_len", max_len),
+            )
+        )
         if embed_dim % 2:
             raise ValueError(
                 f"embed_dim must be even (sinusoidal positions pair sines and cosines); got "
@@ -575,22 +585,11 @@ class EncoderDecoder(nn.Module):
             TypeError: if ``max_new_tokens``, ``bos_id`` or ``eos_id`` is not an int.
         """
         source_mask = self._check_source(source, source_mask)
-        for name, value in (
-            ("max_new_tokens", max_new_tokens),
-            ("bos_id", bos_id),
-            ("eos_id", eos_id),
-        ):
-            if value is None and name == "eos_id":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int; got {type(value).__name__}")
-        if max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be >= 0; got {max_new_tokens}")
-        for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
-            if value is not None and not 0 <= value < self.target_vocab:
-                raise ValueError(
-                    f"{name} must be a target id in 0 .. {self.target_vocab - 1}; got {value}"
-                )
+        max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=0)
+        target_id = f"a target id in 0 .. {self.target_vocab - 1}"
+        bos_id = check_int("bos_id", bos_id, low=0, high=self.target_vocab - 1, what=target_id)
+        if eos_id is not None:
+            eos_id = check_int("eos_id", eos_id, low=0, high=self.target_vocab - 1, what=target_id)
         if max_new_tokens > self.max_len:  # the last new token is never fed back
             raise ValueError(
                 f"max_new_tokens must be at most max_len={self.max_len} (the decoder reads the "

@@ -1,5 +1,5 @@
 """Words from text: the one splitting rule (:func:`tokenize`) and seed 001's toy vocabulary,
-made deterministic (:class:`Vocabulary`)."""
+made deterministic (:class:`SentenceVocabulary`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-__all__ = ["BOS", "EOS", "Vocabulary", "tokenize"]
+__all__ = ["BOS", "EOS", "SentenceVocabulary", "tokenize"]
 
 BOS = 0  #: index of the beginning-of-sequence token
 EOS = 1  #: index of the end-of-sequence token
@@ -20,8 +20,9 @@ def tokenize(sentence: str) -> list[str]:
     ``tokenize(s) == s.lower().split()``: GloVe 6B is lower-cased, and its punctuation is
     split off as separate tokens, so write ``"ship ."`` rather than ``"ship."``. Any white
     space separates words (tabs, line breaks, and Unicode spaces such as U+00A0 and U+3000);
-    punctuation stays attached (``"fine,"`` is one word). :class:`~attnlib.tokenizer.Vocabulary` and
-    :meth:`attnlib.Embeddings.matrix` split with this function.
+    punctuation stays attached (``"fine,"`` is one word).
+    :class:`~attnlib.tokenizer.SentenceVocabulary` and :meth:`attnlib.Embeddings.matrix` split
+    with this function.
 
     Args:
         sentence: the text.
@@ -45,8 +46,14 @@ def tokenize(sentence: str) -> list[str]:
     return words
 
 
-class Vocabulary:
-    """Word <-> index tables built from a text, with ``BOS = 0`` and ``EOS = 1``.
+class SentenceVocabulary:
+    """Word <-> index tables built from a text, with ``BOS = 0`` and ``EOS = 1``, that encode
+    one sentence at a time as a batch of one, ``(1, n)``: a *closed* vocabulary, in which a
+    word it does not hold is an error (``KeyError``), not a guess.
+
+    (:class:`attnlib.corpus.CorpusVocabulary` is the open one a language model reads a book
+    with: ``<unk>`` is 0, a stream of tokens is encoded as ``(T,)``, and a word outside the
+    vocabulary becomes ``<unk>``.)
 
     Seed 001 numbered the words in ``set`` order, which changes from one Python process to
     the next (string hashing is randomised); here the words are **sorted**, so the indices
@@ -67,7 +74,7 @@ class Vocabulary:
         ValueError: if ``text`` has no word.
 
     Example:
-        >>> vocab = Vocabulary("How are you doing ?")
+        >>> vocab = SentenceVocabulary("How are you doing ?")
         >>> vocab.index2word
         {0: 'BOS', 1: 'EOS', 2: '?', 3: 'are', 4: 'doing', 5: 'how', 6: 'you'}
         >>> ids = vocab.encode("How are you ?")
@@ -103,7 +110,7 @@ class Vocabulary:
         return len(self.index2word)
 
     def __repr__(self) -> str:
-        return f"Vocabulary({len(self)} tokens)"
+        return f"SentenceVocabulary({len(self)} tokens)"
 
     def encode(self, sentence: str) -> Tensor:
         """Indices of the words of ``sentence`` as a ``(1, n)`` LongTensor (a batch of one).

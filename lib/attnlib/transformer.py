@@ -26,10 +26,10 @@ from attnlib._checks import (
     check_cache_fits,
     check_dropout,
     check_ids,
+    check_int,
     check_mask,
     check_model_cache,
     check_module_input,
-    check_positive_int,
     check_real,
     check_tensor,
     shape_str,
@@ -178,7 +178,7 @@ class TransformerBlock(nn.Module):
         linear: str | None = None,
     ):
         super().__init__()
-        check_positive_int("embed_dim", embed_dim)
+        embed_dim = check_int("embed_dim", embed_dim, low=1)
         approximate = _check_activation(activation)
         self.activation = activation
         self.mlp_ratio = _check_ratio(mlp_ratio)
@@ -376,7 +376,7 @@ class ModelCache:
                 )
             self.layers = list(layers)
         else:
-            check_positive_int("layers", layers)
+            layers = check_int("layers", layers, low=1)
             self.layers = [KVCache(window=window) for _ in range(layers)]
 
     @property
@@ -411,7 +411,7 @@ def _latent_attention(E, H, latent_dim, bias, dropout, num_kv_heads, positions):
             "latent_dim (multi-head latent attention) takes neither num_kv_heads nor ALiBi "
             f"positions; got num_kv_heads={num_kv_heads!r}, positions={positions!r}"
         )
-    check_positive_int("num_heads", H)
+    H = check_int("num_heads", H, low=1)
     rope_dim = 0 if scheme is None else (E // H) // 2
     base = 10000.0 if scheme is None else scheme.base
     return MultiHeadLatentAttention(
@@ -460,9 +460,9 @@ def _check_windows(window, num_layers: int):
                 f"window must give one window per layer ({num_layers}) when it is a list; got "
                 f"{len(window)}: {window!r}"
             )
-        windows = tuple(None if w is None else check_positive_int("window", w) for w in window)
+        windows = tuple(None if w is None else check_int("window", w, low=1) for w in window)
         return windows, windows
-    window = None if window is None else check_positive_int("window", window)
+    window = None if window is None else check_int("window", window, low=1)
     return window, (window,) * num_layers
 
 
@@ -599,14 +599,16 @@ class LanguageModel(nn.Module):
         linear: str | None | list[str | None] | tuple[str | None, ...] = None,
     ):
         super().__init__()
-        for name, n in (
-            ("vocab_size", vocab_size),
-            ("embed_dim", embed_dim),
-            ("num_heads", num_heads),
-            ("num_layers", num_layers),
-            ("max_len", max_len),
-        ):
-            check_positive_int(name, n)
+        vocab_size, embed_dim, num_heads, num_layers, max_len = (
+            check_int(name, n, low=1)
+            for name, n in (
+                ("vocab_size", vocab_size),
+                ("embed_dim", embed_dim),
+                ("num_heads", num_heads),
+                ("num_layers", num_layers),
+                ("max_len", max_len),
+            )
+        )
         inside = None if positions in ADDED else _check_positions(positions)
         self.vocab_size, self.max_len, self.positions = vocab_size, max_len, positions
         self.tie_weights = tie_weights
@@ -827,21 +829,15 @@ class LanguageModel(nn.Module):
         check_ids(ids, self.vocab_size)
         if ids.shape[-1] == 0:
             raise ValueError("ids must hold at least one token to continue; got an empty prompt")
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-            raise TypeError(f"max_new_tokens must be an int; got {type(max_new_tokens).__name__}")
-        if max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be >= 0; got {max_new_tokens}")
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-            raise TypeError(f"temperature must be a number; got {type(temperature).__name__}")
-        if not (temperature >= 0 and math.isfinite(temperature)):
-            raise ValueError(
-                f"temperature must be a finite number >= 0 (0 = greedy); got {temperature!r}"
-            )
+        max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=0)
+        temperature = check_real(
+            "temperature",
+            temperature,
+            "a finite number >= 0 (0 = greedy)",
+            lambda t: t >= 0 and math.isfinite(t),
+        )
         if top_k is not None:
-            if isinstance(top_k, bool) or not isinstance(top_k, int):
-                raise TypeError(f"top_k must be an int or None; got {type(top_k).__name__}")
-            if top_k < 1:
-                raise ValueError(f"top_k must be >= 1 (or None for all tokens); got {top_k}")
+            top_k = check_int("top_k", top_k, low=1, what="an int >= 1 (or None for all tokens)")
         # the last new token is never fed back: the model reads at most L + max_new_tokens - 1
         self._check_length(
             max(ids.shape[-1], ids.shape[-1] + max_new_tokens - 1), "ids plus max_new_tokens - 1"
