@@ -198,10 +198,11 @@ def _read_table(body, dim: int, first: int, block: int) -> tuple[list[str], np.n
     words = table.column(0).to_pylist()
     if "" in words:  # only from a line starting with a space
         return None
-    vectors = np.empty((len(words), dim), dtype=np.float32)  # (V, D), in row order
+    vectors, row = np.empty((len(words), dim), dtype=np.float32), 0  # (V, D)
     with np.errstate(over="ignore"):  # beyond float32: inf, refused by the caller
-        for j, column in enumerate(table.columns[1:]):
-            vectors[:, j] = column.to_numpy()
+        for block in zip(*(column.chunks for column in table.columns[1:])):  # Arrow's blocks
+            vectors[row : row + len(block[0])] = np.column_stack([c.to_numpy() for c in block])
+            row += len(block[0])
     return words, vectors
 
 
