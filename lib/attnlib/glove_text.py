@@ -25,6 +25,7 @@ __all__ = ["read_glove_text"]
 # str.splitlines()). Fields are separated by runs of spaces and tabs only, as GloVe's tools
 # split them: U+00A0 is a character of a word (never str.split() without an argument).
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+_lines = re.compile("\r\n|\r|\n").split  # the lines of a str
 # zipfile's errors: damaged, encrypted (RuntimeError), Deflate64 or PPMd (NotImplementedError)
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError)
 
@@ -118,11 +119,6 @@ def _fields(line: str) -> list[str]:
     return [f for f in line.replace("\t", " ").split(" ") if f]
 
 
-def _lines(text: str) -> list[str]:
-    """The lines of ``text``, ended by ``\\n``, ``\\r\\n`` or ``\\r`` only."""
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-
-
 def _parse(name: str, data: bytes | mmap.mmap) -> Embeddings:
     """The embeddings of the file's bytes, or a ValueError naming the file and the line."""
     start, end = (3 if data[:3] == b"\xef\xbb\xbf" else 0), len(data)
@@ -147,7 +143,8 @@ def _parse(name: str, data: bytes | mmap.mmap) -> Embeddings:
     block = max(1 << 22, 8 * len(line2 if header else line1))  # blocks hold whole lines
     # A tab can make a line that Arrow splits at spaces only read as another: rewrite first.
     fast = data.find(b"\t", start, end) < 0 and _read_table(body, dim, first, block)
-    if not (parsed := fast or _read_table(_canonical(body), dim, first, block)):
+    text = None if fast else _canonical(body)  # None: as it was, and refused
+    if not (parsed := fast or (text is not None and _read_table(text, dim, first, block))):
         raise _malformed(name, data, dim, first)
     words, vectors = parsed
     if not (finite := np.isfinite(vectors)).all():
@@ -168,13 +165,15 @@ def _parse(name: str, data: bytes | mmap.mmap) -> Embeddings:
     return Embeddings._from_checked(words, vectors, index)
 
 
-def _canonical(body: memoryview) -> bytes:
+def _canonical(body: memoryview) -> bytes | None:
     """The text with "\\n" line ends, single spaces between fields and none at the ends of
-    lines (``bytes.replace``: a few passes in C, not 20 million regular expression matches)."""
-    text = bytes(body).replace(b"\r\n", b"\n").replace(b"\r", b"\n").replace(b"\t", b" ")
+    lines, ``None`` if it is so already (``bytes.replace``: a few passes in C)."""
+    text = original = bytes(body)
+    text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n").replace(b"\t", b" ")
     while len(shorter := text.replace(b"  ", b" ")) < len(text):  # runs halve at each pass
         text = shorter
-    return text.replace(b" \n", b"\n").replace(b"\n ", b"\n").strip(b" ")
+    text = text.replace(b" \n", b"\n").replace(b"\n ", b"\n").strip(b" ")
+    return None if text == original else text
 
 
 def _read_table(body, dim: int, first: int, block: int) -> tuple[list[str], np.ndarray] | None:
@@ -207,8 +206,8 @@ def _read_table(body, dim: int, first: int, block: int) -> tuple[list[str], np.n
 
 
 def _malformed(name: str, data, dim: int, first: int) -> ValueError:
-    """The error naming the first malformed line, found line by line (slowly, once Arrow has
-    refused the file; numbers checked 1,000 lines at a time by Arrow's float64 parser)."""
+    """The error naming the first malformed line (once Arrow has refused the file): the first
+    part of 1,000 lines that Arrow refuses is looked at line by line, value by value."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -231,19 +230,21 @@ def _malformed(name: str, data, dim: int, first: int) -> ValueError:
             f"{name}, line {line}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start}); "
             "GloVe files are UTF-8: convert it first, e.g. `iconv -f latin1 -t utf-8 in out`"
         )
-    chunk: list[list[str]] = []  # the fields of lines whose numbers are checked together
-    for number in range(first, len(lines) + 1):
-        chunk.append(fields := _fields(lines[number - 1]))
-        expected = f"expected a word and {dim or 'some'} numbers"
-        if not fields:
-            return ValueError(f"{name}, line {number}: empty line; {expected}")
-        if dim == 0 or len(fields) != dim + 1:
-            n = f"{len(fields) - 1} value{'s' * (len(fields) != 2)}"
-            return ValueError(f"{name}, line {number}: {expected}; got {n} after {fields[0]!r}")
-        if len(chunk) == 1000 or number == len(lines):
-            if refused([v for fields in chunk for v in fields[1:]]):
-                row, v = next((r, v) for r, f in enumerate(chunk) for v in f[1:] if refused([v]))
-                bad = f"line {number - len(chunk) + 1 + row}: value {v!r} after {chunk[row][0]!r}"
-                return ValueError(f"{name}, {bad} is not a number")
-            chunk = []
+    for lo in range(first - 1, len(lines), 1000):  # Arrow reads 1,000 lines at a time, and
+        part = "\n".join(lines[lo : lo + 1000]).encode()
+        part = _canonical(memoryview(part)) or part
+        if dim and _read_table(part, dim, 1, len(part) + 1):  # those it refuses, one by one
+            continue
+        for number, line in enumerate(lines[lo : lo + 1000], lo + 1):
+            fields, expected = _fields(line), f"expected a word and {dim or 'some'} numbers"
+            if not fields:
+                return ValueError(f"{name}, line {number}: empty line; {expected}")
+            if dim == 0 or len(fields) != dim + 1:
+                n = f"{len(fields) - 1} value{'s' * (len(fields) != 2)}"
+                return ValueError(f"{name}, line {number}: {expected}; got {n} after {fields[0]!r}")
+            if refused(fields[1:]):
+                v = next(v for v in fields[1:] if refused([v]))
+                return ValueError(
+                    f"{name}, line {number}: value {v!r} after {fields[0]!r} is not a number"
+                )
     return ValueError(f"{name}: could not parse the file as GloVe text")  # pragma: no cover
