@@ -34,12 +34,11 @@ def read_glove_text(path: str | os.PathLike, *, member: str | None = None) -> Em
     """Read a file in GloVe's text format: one line per word, ``word v1 v2 ... vD``.
 
     Accepted, as GloVe's, word2vec's and fastText's tools write them: fields separated by
-    runs of spaces or tabs, which are ignored at the ends of lines; lines ended by ``\\n``,
-    ``\\r\\n`` or ``\\r`` (nothing else ends a line or separates fields: a word may hold
-    U+0085, U+2028 or U+00A0, as GloVe 840B's do); a UTF-8 byte-order mark; blank lines at
-    the end; a word2vec header ``count dim`` as the first line (checked, then skipped; with
-    one dimension, ``"2 1"`` is a word); a named pipe (``<(zcat glove.txt.gz)`` in a shell);
-    a member of a zip archive, as GloVe is distributed:
+    runs of spaces or tabs, ignored at the ends of lines; lines ended by ``\\n``, ``\\r\\n``
+    or ``\\r`` only (a word may hold U+0085, U+2028 or U+00A0, as GloVe 840B's do); a UTF-8
+    byte-order mark; blank lines at the end; a word2vec header ``count dim`` as the first line
+    (checked, then skipped; with one dimension, ``"2 1"`` is a word); a named pipe, such as
+    ``<(zcat glove.txt.gz)`` in a shell; a member of a zip archive, as GloVe is distributed:
     ``read_glove_text("glove.6B.zip", member="glove.6B.50d.txt")``.
 
     Each number is read as the nearest float64 (Arrow's syntax: ``-0.5``, ``.5``, ``+1``,
@@ -59,11 +58,11 @@ def read_glove_text(path: str | os.PathLike, *, member: str | None = None) -> Em
         TypeError: if ``path`` is not a ``str`` or ``os.PathLike``, or ``member`` not a ``str``.
         FileNotFoundError: if ``path`` does not exist.
         IsADirectoryError: if ``path`` is a directory.
-        ValueError: naming the file, and the line where there is one: an empty file, not UTF-8,
-            a damaged or encrypted zip archive, one without ``member`` or that member (or
-            ``member`` given for another file); a blank line, another number of values than
-            the first line, a value that is not a number or not finite in float32, a word
-            repeated, a word2vec header that the file does not match or with no line after it.
+        ValueError: naming the file, and the line where there is one: an empty, compressed
+            (gzip, bz2, xz) or not UTF-8 file, a damaged or encrypted zip archive, one without
+            ``member`` or that member (or ``member`` for another file); a blank line, another
+            number of values than the first line, a value that is not a number or not finite
+            in float32, a repeated word, a word2vec header that the file does not match.
 
     Example:
         >>> glove = read_glove_text("data/glove.6B.50d.subset.txt")
@@ -93,7 +92,8 @@ def read_glove_text(path: str | os.PathLike, *, member: str | None = None) -> Em
 
 
 def _read_member(path: os.PathLike, member: str | None, data) -> tuple[str, bytes]:
-    """The name (``archive/member``) and the bytes of a file of the zip archive ``data``."""
+    """The name (``archive/member``) and the bytes of a file of the zip archive at ``path``
+    (``data``: its bytes if they were read, not mapped)."""
     try:
         with zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else path) as z:
             names = [n for n in z.namelist() if not n.endswith("/")]
@@ -143,7 +143,7 @@ def _parse(name: str, data: bytes | mmap.mmap) -> Embeddings:
     block = max(1 << 22, 8 * len(line2 if header else line1))  # blocks hold whole lines
     # A tab can make a line that Arrow splits at spaces only read as another: rewrite first.
     fast = data.find(b"\t", start, end) < 0 and _read_table(body, dim, first, block)
-    text = None if fast else _canonical(body)  # None: as it was, and refused
+    text = None if fast else _canonical(body)  # None: already so, and refused
     if not (parsed := fast or (text is not None and _read_table(text, dim, first, block))):
         raise _malformed(name, data, dim, first)
     words, vectors = parsed
@@ -199,9 +199,9 @@ def _read_table(body, dim: int, first: int, block: int) -> tuple[list[str], np.n
         return None
     vectors, row = np.empty((len(words), dim), dtype=np.float32), 0  # (V, D)
     with np.errstate(over="ignore"):  # beyond float32: inf, refused by the caller
-        for block in zip(*(column.chunks for column in table.columns[1:])):  # Arrow's blocks
-            vectors[row : row + len(block[0])] = np.column_stack([c.to_numpy() for c in block])
-            row += len(block[0])
+        for chunks in zip(*(column.chunks for column in table.columns[1:])):  # Arrow's blocks
+            vectors[row : row + len(chunks[0])] = np.column_stack([c.to_numpy() for c in chunks])
+            row += len(chunks[0])
     return words, vectors
 
 
