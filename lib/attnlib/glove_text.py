@@ -43,8 +43,8 @@ def read_glove_text(path: str | os.PathLike, *, member: str | None = None) -> Em
 
     Each number is read as the nearest float64 (Arrow's syntax: ``-0.5``, ``.5``, ``+1``,
     ``1e-05``), then rounded to float32, as the seeds' ``float(value)`` does. GloVe 6B's 400,000
-    words (171 MB, memory-mapped) take about 0.6 s on two cores, 3.5x less than seed 003's loop
-    (``benchmarks/bench_glove_load.py``); a malformed last line is named in about 4 s.
+    words (171 MB, memory-mapped) take about 1 s on two shared cores, 4-5x less than seed 003's
+    loop (``benchmarks/bench_glove_load.py``); a malformed last line is named in 6-8 s.
 
     Args:
         path: the file (UTF-8 text, or a zip archive); ``~`` is expanded.
