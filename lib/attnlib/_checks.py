@@ -31,13 +31,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnlib._util import as_path, directory_error, short_repr  # noqa: F401
-
-# as_path and directory_error moved to attnlib._util: the names stay importable from here for
-# glove_text.py only, until it imports them from there
+from attnlib._util import short_repr
 
 INDEX_DTYPES = (torch.int64, torch.int32)  # what nn.Embedding takes as indices
-BEYOND_FLOAT32 = "is out of the float32 range (largest 3.4028235e+38)"
 
 
 def shape_str(shape) -> str:

@@ -16,7 +16,7 @@ import zlib
 
 import numpy as np
 
-from attnlib._checks import BEYOND_FLOAT32, as_path, directory_error
+from attnlib._util import as_path, directory_error
 from attnlib.embeddings import Embeddings
 
 __all__ = ["read_glove_text"]
@@ -26,6 +26,7 @@ __all__ = ["read_glove_text"]
 # split them: U+00A0 is a character of a word (never str.split() without an argument).
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _lines = re.compile("\r\n|\r|\n").split  # the lines of a str
+BEYOND_FLOAT32 = "is out of the float32 range (largest 3.4028235e+38)"
 # zipfile's errors: damaged, encrypted (RuntimeError), Deflate64 or PPMd (NotImplementedError)
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError)
 
@@ -42,9 +43,8 @@ def read_glove_text(path: str | os.PathLike, *, member: str | None = None) -> Em
     ``read_glove_text("glove.6B.zip", member="glove.6B.50d.txt")``.
 
     Each number is read as the nearest float64 (Arrow's syntax: ``-0.5``, ``.5``, ``+1``,
-    ``1e-05``), then rounded to float32, as the seeds' ``float(value)`` does. GloVe 6B's 400,000
-    words (171 MB, memory-mapped) take about 1 s on two shared cores, 4-5x less than seed 003's
-    loop (``benchmarks/bench_glove_load.py``); a malformed last line is named in 6-8 s.
+    ``1e-05``), then rounded to float32, as the seeds' ``float(value)`` does. GloVe 6B (400,000
+    words, 171 MB, mapped) takes about 1 s on two cores, 4-5x less than seed 003's loop.
 
     Args:
         path: the file (UTF-8 text, or a zip archive); ``~`` is expanded.
