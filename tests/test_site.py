@@ -322,6 +322,27 @@ MATH_REPORT = r"""() => {
     return {count: math.length, unrendered, failed, text: article.textContent};
 }"""
 
+# Lazy images (_ext/light_pages.py) load as the reader scrolls: load them all, and wait.
+LOAD_IMAGES = """() => Promise.all([...document.querySelectorAll('img')].map(img => {
+    img.loading = 'eager';
+    return img.complete ? null : new Promise(done => { img.onload = img.onerror = done; });
+})).then(() => true)"""
+
+# Every FontAwesome icon drawn (a glyph before it, from the theme's webfonts, now loaded).
+ICON_REPORT = """() => document.fonts.ready.then(() => ({
+    missing: [...document.querySelectorAll('i[class*="fa-"], span[class*="fa-"]')]
+        .filter(i => ['none', 'normal', '""'].includes(getComputedStyle(i, '::before').content))
+        .map(i => i.className),
+    fonts: document.fonts.check('900 16px "Font Awesome 6 Free"')
+        && document.fonts.check('400 16px "Font Awesome 6 Brands"'),
+}))"""
+
+# What the page transferred: the document and every file it loaded (Resource Timing).
+WEIGHT_REPORT = """() => [...performance.getEntriesByType('navigation'),
+    ...performance.getEntriesByType('resource')].map(e => [e.name, e.transferSize])"""
+PAGE_WEIGHT_MAX = 3_000_000  # issue 36: a chapter page at most 3 MB, its figures included
+EXPLORER_DATA_URL = re.compile(r"/_static/explorer/\w+-explorer\.js")
+
 IMAGE_REPORT = """() => {
     const article = document.querySelector('article') || document.body;
     const images = [...article.querySelectorAll('img')];
@@ -353,7 +374,7 @@ def test_page_renders_offline(browser, site_url, page):
         assert not raw, f"raw TeX left in the page's text: {raw}"
 
         # Figures: every image loaded; every image output of the notebook is shown.
-        tab.wait_for_load_state("load")
+        tab.evaluate(LOAD_IMAGES)
         images = tab.evaluate(IMAGE_REPORT)
         assert not images["broken"], f"images that did not load: {images['broken']}"
         if source.suffix == ".ipynb":
@@ -401,6 +422,18 @@ def test_page_renders_offline(browser, site_url, page):
             assert download.count() == 1, f"no download link to {notebook}"
             target = (html.parent / download.get_attribute("href")).resolve()
             assert target.is_file(), f"the download link points to a missing file: {target}"
+
+        # Icons drawn; and the page weighs at most 3 MB with everything it loaded, but the
+        # explorer's own data (the models it runs, tested below: at most 8 MB; GloVe's 2.7 MB
+        # alone is more than the page's 2.2 MB).
+        icons = tab.evaluate(ICON_REPORT)
+        assert not icons["missing"] and icons["fonts"], f"icons not drawn: {icons}"
+        tab.wait_for_load_state("networkidle")
+        files = tab.evaluate(WEIGHT_REPORT)
+        weight = sum(n for url, n in files if not EXPLORER_DATA_URL.search(url))
+        print(f"{page}: {weight:,} bytes in {len(files)} files")
+        heaviest = sorted(files, key=lambda file: -file[1])[:5]
+        assert weight <= PAGE_WEIGHT_MAX, f"{page} weighs {weight:,} bytes: {heaviest}"
 
         assert not visit.external, f"requests to other hosts: {visit.external}"
         assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)

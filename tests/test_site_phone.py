@@ -31,6 +31,7 @@ import pytest
 from test_site import (  # the server and browser fixtures, the pages, skip-or-fail
     BROKEN_WORDS,
     EXPLORER_PAGE,
+    LOAD_IMAGES,
     PAGES,
     SCREENSHOTS,
     SITE,
@@ -297,6 +298,7 @@ def test_a_shrunken_figure_opens_at_full_size(browser, base_urls, page):  # noqa
         browser, base_urls["served"], page, PHONE, device_scale_factor=3, is_mobile=True
     )
     try:
+        tab.evaluate(LOAD_IMAGES)  # every image, the lazy ones too
         figures = tab.evaluate(SHRUNKEN_FIGURES)
         shrunken = [f for f in figures if f["scale"] < 0.8]
         assert shrunken, "no figure is shrunken on a phone: the test checks nothing"
