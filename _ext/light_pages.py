@@ -9,7 +9,8 @@ performance 28 to 50), mostly what the theme and its extensions load on every pa
   tools: the theme's search field only opens the search page, which loads them itself.
 * MathJax (served by sphinx-mathjax-offline) is loaded as its components, TeX input, CHTML
   output and the assistive MathML that screen readers read, without the 0.43 MB contextual
-  menu of ``tex-chtml.js`` (1.16 MB, now 0.77 MB), and only on pages that have math.
+  menu of ``tex-chtml.js`` (1.16 MB, now 0.73 MB), and only on pages that have math;
+  sphinx-design's style (55 kB) and script only on pages that use it (none, today).
 * Every script file of a page runs ``defer`` (after the page is parsed, in its order), but
   ``documentation_options.js`` and those of the search page, so that none holds up the first
   paint.
@@ -40,6 +41,7 @@ from sphinx.application import Sphinx
 
 MATHJAX = {"load": ["input/tex", "output/chtml", "a11y/assistive-mml"]}
 IMG = re.compile(r"<img\b([^>]*)>")
+SPHINX_DESIGN = re.compile(r'class="([^"]* )?sd-')
 STYLE_SIZE = re.compile(r"width:\s*(\d+)px;\s*height:\s*(\d+)px")
 MAX_ERROR = 24  # levels of 255, on 99.9 % of the pixels
 RULE = re.compile(r"([^{}]+)\{[^{}]*\}")  # a CSS rule: its selectors, its block
@@ -68,6 +70,10 @@ def _light_page(app: Sphinx, pagename: str, templatename: str, context: dict, do
         first: list = []
         context["body"] = IMG.sub(lambda m: _lazy_image(m, first), body)
     scripts = context.get("script_files") or []
+    if not SPHINX_DESIGN.search(body):  # no tab, card or grid of sphinx-design on the page
+        css = context.get("css_files") or []
+        css[:] = [c for c in css if "sphinx-design" not in str(c.filename)]
+        scripts[:] = [s for s in scripts if "design-tabs" not in str(s.filename)]
     if 'class="math' not in body:
         scripts[:] = [  # in place: the builder's list for this page
             s
