@@ -1,73 +1,58 @@
 """The built website as a reader sees it, in a real browser with the network off.
 
-Runs after the book is built (`make test` builds it, then runs this file): every page of
-`_toc.yml` is served from `_build/html` on 127.0.0.1 and opened in headless Chromium
-(Debian's `chromium`, driven by Playwright) that can reach no other host. On each page:
+Runs after the book is built: every page of `_toc.yml` is served from `_build/html` on
+127.0.0.1 and opened in headless Chromium (Debian's, driven by Playwright; the fixtures of
+`tests/site_browser.py`) that can reach no other host. On each page:
 
-* every equation is typeset by MathJax (served by the site itself: see
-  `sphinx-mathjax-offline`), without errors, and no raw TeX is left in the text;
-* every figure of the notebook's outputs is there and its image loaded;
-* no request leaves the site, and the console shows no errors;
+* every equation is typeset by MathJax (served by the site itself), without errors, and no
+  raw TeX is left in the text; every figure of the notebook's outputs is there and loaded;
+* no request leaves the site, the console shows no errors, every icon is drawn, and the
+  page weighs at most 3 MB with everything it loads (`_ext/light_pages.py`);
 * at 1280 px no word is broken inside a table cell and nothing is wider than the window;
-* chapters (notebooks) carry the TOC's number, number and caption their figures and
-  exercises, keep solutions closed until clicked and code within the column
-  (:func:`_check_numbered_and_column`, in the same visit), have Colab, Binder and Live Code
-  (Thebe) in their launch menu, and their download menu offers the notebook.
+* chapters carry the TOC's number, number and caption their figures and exercises, keep
+  solutions closed until clicked and code within the column, have Colab, Binder and Live
+  Code (Thebe) in their launch menu, and their download menu offers the notebook.
 
-The attention explorer page runs an explorer in the page itself (`_ext/explorer/explorer.js`,
-data written by `_ext/explorer_data.py`): typed sentences give, in every GloVe mode (dot
-product, cosine, the training chapter's two trained heads), at several temperatures and with
-the causal mask, a table whose every cell equals attnlib's weight computed here to 1e-3; the Odyssey
-language model and the induction model give attnlib's logits and weights to 1e-4, their next
-words, and greedy generation as attnlib's; the MiniLM mode shows, for a picked sentence, layer
-and head, the stored weights with the sentence's WordPiece tokens; unknown words are named; the
-data is at most 8 MB, all from the site, and the page with what it loads, MiniLM's weights
-included, at most 10 MB; the page is ready within 2 s; it works opened as a file (file://), at
-390 px without overflow, and reads in the theme's dark mode.
+The attention explorer runs in its page (`_ext/explorer/explorer.js`, data written by
+`_ext/explorer_data.py`): in every GloVe mode, at several temperatures and with the causal
+mask, each cell of its table equals attnlib's weight to 1e-3; the Odyssey language model and
+the induction model give attnlib's logits and weights to 1e-4, their next words and greedy
+generation; the MiniLM mode shows the stored weights with their WordPiece tokens; unknown
+words are named; its data is at most 8 MB, and the page with all it loads at most 10 MB; it
+is ready within 2 s, works opened as a file (file://), at 390 px, in the dark theme.
 
-A screenshot of the top of each page goes to `_build/screenshots/<page>.png` (chapters also get
-`<page>.launch.png`, the top of the page with the launch menu open).
-
-Without Chromium, Playwright or a built site the browser tests are skipped, saying why;
-with the environment variable CI set they fail instead.
+Screenshots: `_build/screenshots/<page>.png` (and `<page>.launch.png`, the launch menu open).
+Without Chromium, pytest-playwright or a built site the browser tests skip, saying why; with
+the environment variable CI set they fail instead.
 """
 
 from __future__ import annotations
 
 import functools
-import http.server
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-SITE = ROOT / "_build" / "html"
-SCREENSHOTS = ROOT / "_build" / "screenshots"
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-IN_CI = bool(os.environ.get("CI"))
+pytest.register_assert_rewrite("site_browser")  # its assertions explain themselves
+from site_browser import (  # noqa: E402
+    PHONE,
+    ROOT,
+    SCREENSHOTS,
+    SITE,
+    assert_clean,
+    needs_site,
+    unavailable,
+    watch,
+)
 
-# Chromium with no network: every host name but 127.0.0.1 fails to resolve, nothing runs
-# in the background, a fresh profile (Playwright gives every launch a new one).
-CHROMIUM_ARGS = [
-    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-    "--disable-quic",
-    "--no-sandbox",
-    "--disable-gpu",
-]
-TIMEOUT_MS = 30_000
+pytest_plugins = ["site_browser"]  # the browser, its tabs and the server (pytest-playwright)
+
 MATHJAX_TIMEOUT_MS = 5_000  # MathJax's script has run by the load event; this is slack
 
 # Raw TeX that MathJax should have replaced: $$, \( \) \[ \], \begin{...}, and $...$
@@ -77,13 +62,6 @@ RAW_TEX = re.compile(r"\$\$|\\[()\[\]]|\\begin\{|\$[^$\n]*[\\^_][^$\n]*\$")
 # myst-nb shows the first of these an output has (its HTML priority order).
 IMAGE_MIMES = ("image/svg+xml", "image/png", "image/jpeg", "image/gif")
 OUTRANKING_IMAGES = ("application/vnd.jupyter.widget-view+json", "application/javascript")
-
-
-def _unavailable(reason: str) -> None:
-    """Skip, or fail under CI, where a browser test cannot run."""
-    if IN_CI:
-        pytest.fail(f"{reason} (CI is set: the site test must run, not skip)", pytrace=False)
-    pytest.skip(reason)
 
 
 # ---- the pages -------------------------------------------------------------------------
@@ -143,8 +121,7 @@ EXTERNAL_ASSET = re.compile(
 
 def test_no_page_loads_assets_from_other_hosts():
     """No <script src> or <link href> (stylesheet, preload, ...) points off the site."""
-    if not (SITE / "index.html").exists():
-        _unavailable(f"no built site at {SITE}: run `make book` first")
+    needs_site()
     offenders = []
     for html in sorted(SITE.rglob("*.html")):
         for match in EXTERNAL_ASSET.finditer(html.read_text(encoding="utf-8")):
@@ -153,88 +130,6 @@ def test_no_page_loads_assets_from_other_hosts():
                 continue  # a link to elsewhere, not something the page loads
             offenders.append(f"{html.relative_to(SITE)}: {tag}")
     assert not offenders, "pages load assets from other hosts:\n" + "\n".join(offenders)
-
-
-# ---- the browser ------------------------------------------------------------------------
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 (the base class's name)
-        pass
-
-
-@pytest.fixture(scope="module")
-def site_url():
-    """The built site, served on 127.0.0.1 at a free port for the module's tests."""
-    if not (SITE / "index.html").exists():
-        _unavailable(f"no built site at {SITE}: run `make book` first")
-    handler = functools.partial(_QuietHandler, directory=str(SITE))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """Headless Chromium, offline, driven by Playwright."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("the Python package playwright is not installed (requirements.txt)")
-    if not Path(CHROMIUM).is_file():
-        _unavailable(
-            f"no Chromium at {CHROMIUM} (install Debian's: apt-get install -y chromium, "
-            "which `make test` does; or set CHROMIUM=/path/to/chromium)"
-        )
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-class PageVisit:
-    """A page opened in a new tab, with what it logged and requested."""
-
-    def __init__(self, browser, site_url: str, page: str):
-        self.url = f"{site_url}/{page}.html"
-        self.site_host = urlsplit(site_url).netloc
-        self.errors: list[str] = []
-        self.external: list[str] = []
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
-        self.tab = self.context.new_page()
-        self.tab.set_default_timeout(TIMEOUT_MS)
-        self.tab.on("console", self._console)
-        self.tab.on("pageerror", lambda error: self.errors.append(f"exception: {error}"))
-        self.tab.on("response", self._response)
-        self.tab.route("**/*", self._route)
-
-    def _console(self, message) -> None:
-        if message.type == "error":
-            self.errors.append(f"console: {message.text} ({message.location.get('url')})")
-
-    def _response(self, response) -> None:
-        if response.status >= 400:
-            self.errors.append(f"HTTP {response.status}: {response.url}")
-
-    def _route(self, route) -> None:
-        url = route.request.url
-        if urlsplit(url).scheme in ("http", "https") and urlsplit(url).netloc != self.site_host:
-            self.external.append(url)
-            route.abort("blockedbyclient")
-        else:
-            route.continue_()
-
-    def close(self) -> None:
-        self.context.close()
 
 
 # Table cells whose words the browser broke mid-word, and what sticks out of the window.
@@ -284,22 +179,22 @@ WIDTH_REPORT = r"""() => {
 }"""
 
 
-def _wait_for_mathjax(visit: PageVisit) -> None:
+def _wait_for_mathjax(tab) -> None:
     """Wait until MathJax has typeset the page (its script ran before the load event)."""
     try:
-        visit.tab.wait_for_function(
+        tab.wait_for_function(
             "() => window.MathJax && window.MathJax.startup && window.MathJax.startup.promise",
             timeout=MATHJAX_TIMEOUT_MS,
         )
     except Exception as error:
-        scripts = visit.tab.eval_on_selector_all(
+        scripts = tab.eval_on_selector_all(
             "script[src]", "els => els.map(e => e.src).filter(s => /mathjax/i.test(s))"
         )
         raise AssertionError(
             f"MathJax did not start (MathJax scripts on the page: {scripts}; "
-            f"errors: {visit.errors}; blocked requests to other hosts: {visit.external})"
+            f"errors: {tab.errors}; blocked requests to other hosts: {tab.external})"
         ) from error
-    visit.tab.evaluate("() => window.MathJax.startup.promise.then(() => true)")
+    tab.evaluate("() => window.MathJax.startup.promise.then(() => true)")
 
 
 MATH_REPORT = r"""() => {
@@ -322,6 +217,27 @@ MATH_REPORT = r"""() => {
     return {count: math.length, unrendered, failed, text: article.textContent};
 }"""
 
+# Lazy images (_ext/light_pages.py) load as the reader scrolls: load them all, and wait.
+LOAD_IMAGES = """() => Promise.all([...document.querySelectorAll('img')].map(img => {
+    img.loading = 'eager';
+    return img.complete ? null : new Promise(done => { img.onload = img.onerror = done; });
+})).then(() => true)"""
+
+# Every FontAwesome icon drawn (a glyph before it, from the theme's webfonts, now loaded).
+ICON_REPORT = """() => document.fonts.ready.then(() => ({
+    missing: [...document.querySelectorAll('i[class*="fa-"], span[class*="fa-"]')]
+        .filter(i => ['none', 'normal', '""'].includes(getComputedStyle(i, '::before').content))
+        .map(i => i.className),
+    fonts: document.fonts.check('900 16px "Font Awesome 6 Free"')
+        && document.fonts.check('400 16px "Font Awesome 6 Brands"'),
+}))"""
+
+# What the page transferred: the document and every file it loaded (Resource Timing).
+WEIGHT_REPORT = """() => [...performance.getEntriesByType('navigation'),
+    ...performance.getEntriesByType('resource')].map(e => [e.name, e.transferSize])"""
+PAGE_WEIGHT_MAX = 3_000_000  # issue 36: a chapter page at most 3 MB, its figures included
+EXPLORER_DATA_URL = re.compile(r"/_static/explorer/\w+-explorer\.js")
+
 IMAGE_REPORT = """() => {
     const article = document.querySelector('article') || document.body;
     const images = [...article.querySelectorAll('img')];
@@ -333,79 +249,85 @@ IMAGE_REPORT = """() => {
 }"""
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_page_renders_offline(browser, site_url, page):
-    html = SITE / f"{page}.html"
-    assert html.exists(), f"{page!r} is in _toc.yml but {html} was not built"
-    source = source_of(page)
-    visit = PageVisit(browser, site_url, page)
-    try:
-        tab = visit.tab
-        tab.goto(visit.url, wait_until="load")
+@pytest.mark.parametrize("doc", PAGES)
+def test_page_renders_offline(page, site_url, doc):
+    html = SITE / f"{doc}.html"
+    assert html.exists(), f"{doc!r} is in _toc.yml but {html} was not built"
+    source = source_of(doc)
+    page.goto(f"{site_url}/{doc}.html")
 
-        # Math: every .math element typeset, no MathJax error, no raw TeX in the prose.
-        if tab.locator(".math").count():
-            _wait_for_mathjax(visit)
-        math = tab.evaluate(MATH_REPORT)
-        assert not math["unrendered"], f"equations not typeset by MathJax: {math['unrendered']}"
-        assert not math["failed"], f"MathJax errors: {math['failed']}"
-        raw = sorted(set(RAW_TEX.findall(math["text"])))
-        assert not raw, f"raw TeX left in the page's text: {raw}"
+    # Math: every .math element typeset, no MathJax error, no raw TeX in the prose.
+    if page.locator(".math").count():
+        _wait_for_mathjax(page)
+    math = page.evaluate(MATH_REPORT)
+    assert not math["unrendered"], f"equations not typeset by MathJax: {math['unrendered']}"
+    assert not math["failed"], f"MathJax errors: {math['failed']}"
+    raw = sorted(set(RAW_TEX.findall(math["text"])))
+    assert not raw, f"raw TeX left in the page's text: {raw}"
 
-        # Figures: every image loaded; every image output of the notebook is shown.
-        tab.wait_for_load_state("load")
-        images = tab.evaluate(IMAGE_REPORT)
-        assert not images["broken"], f"images that did not load: {images['broken']}"
-        if source.suffix == ".ipynb":
-            expected = expected_figures(source)
-            assert images["outputs"] >= expected, (
-                f"{images['outputs']} figures among the cell outputs; "
-                f"the notebook {source.name} has {expected}"
-            )
+    # Figures: every image loaded; every image output of the notebook is shown.
+    page.evaluate(LOAD_IMAGES)
+    images = page.evaluate(IMAGE_REPORT)
+    assert not images["broken"], f"images that did not load: {images['broken']}"
+    if source.suffix == ".ipynb":
+        expected = expected_figures(source)
+        assert images["outputs"] >= expected, (
+            f"{images['outputs']} figures among the cell outputs; "
+            f"the notebook {source.name} has {expected}"
+        )
 
-        # Tables keep their words whole, and nothing is wider than the window at 1280 px.
-        assert not (broken := tab.evaluate(BROKEN_WORDS)), f"words broken in table cells: {broken}"
-        width = tab.evaluate(WIDTH_REPORT)
-        assert width["scroll"] <= width["width"], width
+    # Tables keep their words whole, and nothing is wider than the window at 1280 px.
+    assert not (broken := page.evaluate(BROKEN_WORDS)), f"words broken in table cells: {broken}"
+    width = page.evaluate(WIDTH_REPORT)
+    assert width["scroll"] <= width["width"], width
 
-        tab.evaluate("() => document.fonts.ready.then(() => true)")
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        shot = page.replace("/", "-")
-        tab.screenshot(path=SCREENSHOTS / f"{shot}.png")  # the top of the page
+    page.evaluate("() => document.fonts.ready.then(() => true)")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = doc.replace("/", "-")
+    page.screenshot(path=SCREENSHOTS / f"{shot}.png")  # the top of the page
 
-        # A chapter: numbered, its figures captioned, its exercises numbered, its solutions
-        # closed until clicked, its code and tables within the column (this opens them).
-        if page in CHAPTER_PAGES:
-            _check_numbered_and_column(tab, page, source)
+    # A chapter: numbered, its figures captioned, its exercises numbered, its solutions
+    # closed until clicked, its code and tables within the column (this opens them).
+    if doc in CHAPTER_PAGES:
+        _check_numbered_and_column(page, doc, source)
 
-        # Launch menu of a chapter: Colab, Binder and Thebe, visible once the menu opens.
-        if source.suffix == ".ipynb":
-            tab.click("button[aria-label='Launch interactive content']")
-            menu = tab.locator(".dropdown-launch-buttons .dropdown-menu")
-            menu.wait_for(state="visible")
-            for name, selector in [
-                ("Colab", "a[href*='colab.research.google.com']"),
-                ("Binder", "a[href*='mybinder.org/v2/']"),
-                ("Live Code (Thebe)", "button[onclick*='initThebe']"),
-            ]:
-                item = menu.locator(selector)
-                assert item.count() == 1 and item.is_visible(), f"no {name} in the launch menu"
-            notebook = f"{page}.ipynb"
-            for selector in ("a[href*='colab.research']", "a[href*='mybinder.org']"):
-                href = menu.locator(selector).get_attribute("href")
-                assert href.endswith(notebook), f"launch link {href} does not open {notebook}"
-            tab.screenshot(path=SCREENSHOTS / f"{shot}.launch.png")
+    # Launch menu of a chapter: Colab, Binder and Thebe, visible once the menu opens.
+    if source.suffix == ".ipynb":
+        page.click("button[aria-label='Launch interactive content']")
+        menu = page.locator(".dropdown-launch-buttons .dropdown-menu")
+        menu.wait_for(state="visible")
+        for name, selector in [
+            ("Colab", "a[href*='colab.research.google.com']"),
+            ("Binder", "a[href*='mybinder.org/v2/']"),
+            ("Live Code (Thebe)", "button[onclick*='initThebe']"),
+        ]:
+            item = menu.locator(selector)
+            assert item.count() == 1 and item.is_visible(), f"no {name} in the launch menu"
+        notebook = f"{doc}.ipynb"
+        for selector in ("a[href*='colab.research']", "a[href*='mybinder.org']"):
+            href = menu.locator(selector).get_attribute("href")
+            assert href.endswith(notebook), f"launch link {href} does not open {notebook}"
+        page.screenshot(path=SCREENSHOTS / f"{shot}.launch.png")
 
-            # The download menu offers the notebook itself.
-            download = tab.locator(f"a[href$='_sources/{notebook}']")
-            assert download.count() == 1, f"no download link to {notebook}"
-            target = (html.parent / download.get_attribute("href")).resolve()
-            assert target.is_file(), f"the download link points to a missing file: {target}"
+        # The download menu offers the notebook itself.
+        download = page.locator(f"a[href$='_sources/{notebook}']")
+        assert download.count() == 1, f"no download link to {notebook}"
+        target = (html.parent / download.get_attribute("href")).resolve()
+        assert target.is_file(), f"the download link points to a missing file: {target}"
 
-        assert not visit.external, f"requests to other hosts: {visit.external}"
-        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
-    finally:
-        visit.close()
+    # Icons drawn; and the page weighs at most 3 MB with everything it loaded, but the
+    # explorer's own data (the models it runs, tested below: at most 8 MB; GloVe's 2.7 MB
+    # alone is more than the page's 2.2 MB).
+    icons = page.evaluate(ICON_REPORT)
+    assert not icons["missing"] and icons["fonts"], f"icons not drawn: {icons}"
+    page.wait_for_load_state("networkidle")
+    files = page.evaluate(WEIGHT_REPORT)
+    weight = sum(n for url, n in files if not EXPLORER_DATA_URL.search(url))
+    print(f"{doc}: {weight:,} bytes in {len(files)} files")
+    heaviest = sorted(files, key=lambda file: -file[1])[:5]
+    assert weight <= PAGE_WEIGHT_MAX, f"{doc} weighs {weight:,} bytes: {heaviest}"
+
+    assert_clean(page)
 
 
 # ---- the attention explorer, running in the page ------------------------------------------
@@ -488,49 +410,55 @@ def expected_weights(sentence: str, mode: str, temperature: float, causal: bool)
     return words, scaled
 
 
+def _open_explorer(tab, url: str, dark: bool = False):
+    """The explorer at `url` in `tab` (in the theme's dark mode if asked), ready."""
+    if dark:  # what the theme's switch stores; its script sets data-theme="dark" on <html>
+        tab.add_init_script(
+            "localStorage.setItem('theme', 'dark'); localStorage.setItem('mode', 'dark');"
+        )
+    tab.goto(url)
+    tab.wait_for_selector("#explorer-app[data-ready]", state="attached")
+    message = tab.text_content("#explorer-message")
+    assert tab.get_attribute("#explorer-app", "data-ready") == "true", f"{message} {tab.errors}"
+    tab.ready_ms = int(tab.get_attribute("#explorer-app", "data-ready-ms"))
+    return tab
+
+
 @pytest.fixture(scope="module")
-def explorer(browser, site_url):
-    """The explorer page, open and ready (its data loaded), shared by the explorer tests."""
-    visit = PageVisit(browser, site_url, EXPLORER_PAGE)
-    sizes: dict[str, int] = {}
-    visit.tab.on(
-        "requestfinished",
-        lambda request: sizes.__setitem__(request.url, request.sizes()["responseBodySize"]),
-    )
-    visit.sizes = sizes
-    try:
-        visit.tab.goto(visit.url, wait_until="load")
-        visit.tab.wait_for_selector("#explorer-app[data-ready]", state="attached")
-        ready = visit.tab.get_attribute("#explorer-app", "data-ready")
-        message = visit.tab.text_content("#explorer-message")
-        assert ready == "true", f"the explorer did not start: {message} {visit.errors}"
-        visit.ready_ms = int(visit.tab.get_attribute("#explorer-app", "data-ready-ms"))
-        yield visit
-    finally:
-        visit.close()
+def _explorer_tab(browser, browser_context_args, site_url):
+    context = browser.new_context(**browser_context_args)
+    yield _open_explorer(watch(context.new_page()), f"{site_url}/{EXPLORER_PAGE}.html")
+    context.close()
+
+
+@pytest.fixture
+def explorer(_explorer_tab):
+    """The explorer page, open and ready (its data loaded), shared by the explorer tests;
+    after each, no error and no request to another host in it."""
+    yield _explorer_tab
+    assert_clean(_explorer_tab)
 
 
 def _set(tab, sentence=SENTENCE, mode="dot", temperature=1.0, causal=False) -> None:
     """Set every control as a reader does (each change fires its events)."""
     tab.select_option("#explorer-mode", mode)
     tab.set_checked("#explorer-causal", causal)
-    tab.eval_on_selector(  # a range input cannot be filled: move it and fire its events
-        "#explorer-temperature",
-        """(el, value) => { el.value = value;
-            el.dispatchEvent(new Event('input', {bubbles: true}));
-            el.dispatchEvent(new Event('change', {bubbles: true})); }""",
-        str(temperature),
-    )
+    _set_temperature(tab, temperature, "change")
     tab.fill("#explorer-sentence", sentence)  # fires input
+
+
+def _set_temperature(tab, value: float, *events: str) -> None:
+    """A range input cannot be filled: move it and fire its input (and other) events."""
+    tab.eval_on_selector(
+        "#explorer-temperature",
+        """(el, [value, events]) => { el.value = value; for (const name of events)
+            el.dispatchEvent(new Event(name, {bubbles: true})); }""",
+        [str(value), ["input", *events]],
+    )
 
 
 def _table(tab) -> list[dict]:
     return tab.evaluate(TABLE_REPORT)
-
-
-def _assert_clean(visit) -> None:
-    assert not visit.external, f"requests to other hosts: {visit.external}"
-    assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
 
 
 def _compare(rows: list[dict], words: list[str], expected) -> float:
@@ -550,7 +478,7 @@ def _compare(rows: list[dict], words: list[str], expected) -> float:
 def test_explorer_data_is_small_and_from_the_site():
     missing = [str(path) for path in EXPLORER_DATA if not path.exists()]
     if missing:
-        _unavailable(f"no {missing}: run `make book` first")
+        unavailable(f"no {missing}: run `make book` first")
     sizes = {path.name: path.stat().st_size for path in EXPLORER_DATA}
     print(f"explorer data: {sizes}, {sum(sizes.values()):,} bytes in all")
     total = sum(sizes.values())
@@ -564,12 +492,11 @@ def test_explorer_data_is_small_and_from_the_site():
 
 
 def test_explorer_starts_with_chapter_3s_weights(explorer):
-    rows = _table(explorer.tab)  # the default: the sentence in the box, dot product, T = 1
+    rows = _table(explorer)  # the default: the sentence in the box, dot product, T = 1
     words, expected = expected_weights(SENTENCE, "dot", 1.0, False)
     _compare(rows, words, expected)
     assert round(float(rows[6]["values"][6]), 2) == 0.55  # ship on itself, as in chapter 3
     assert round(float(rows[6]["values"][10]), 2) == 0.13  # ship on crew
-    _assert_clean(explorer)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -584,28 +511,25 @@ def test_explorer_starts_with_chapter_3s_weights(explorer):
     ],
 )
 def test_explorer_matches_attnlib(explorer, mode, sentence, temperature, causal):
-    tab = explorer.tab
-    _set(tab, sentence, mode, temperature, causal)
+    _set(explorer, sentence, mode, temperature, causal)
     words, expected = expected_weights(sentence, mode, temperature, causal)
-    rows = _table(tab)
+    rows = _table(explorer)
     worst = _compare(rows, words, expected)
     WORST[f"GloVe {mode}"] = max(WORST.get(f"GloVe {mode}", 0.0), worst)
     print(f"largest differences from attnlib so far: {WORST}")
     if causal:  # a masked weight (key after the query) is exactly 0
         for i, row in enumerate(rows):
             assert all(float(v) == 0 for v in row["values"][i + 1 :]), f"row {i} sees ahead"
-    assert not tab.locator("#explorer-message").is_visible()
-    _assert_clean(explorer)
+    assert not explorer.locator("#explorer-message").is_visible()
 
 
 def test_explorer_splits_words_as_attnlib_tokenize(explorer):
     import attnlib
 
     sentence = "  My\u00a0SHIP\tand\u2003my\ncrew , Odysseus "  # Python's str.split() spaces
-    _set(explorer.tab, sentence)
-    words = [row["word"] for row in _table(explorer.tab)]
+    _set(explorer, sentence)
+    words = [row["word"] for row in _table(explorer)]
     assert words == attnlib.tokenize(sentence)
-    _assert_clean(explorer)
 
 
 def test_explorer_splits_the_odyssey_text_as_attnlib_word_tokens(explorer):
@@ -614,81 +538,62 @@ def test_explorer_splits_the_odyssey_text_as_attnlib_word_tokens(explorer):
     from attnlib.corpus import word_tokens
 
     text = "\u201cDon't\u201d, said Ulysses \U0001f6a2 to the ship's crew"
-    page = explorer.tab.evaluate("t => AttentionExplorer.wordTokens(t)", text)
+    page = explorer.evaluate("t => AttentionExplorer.wordTokens(t)", text)
     assert page == word_tokens(text)
     assert "\U0001f6a2" in page
 
 
 def test_explorer_recomputes_on_input_and_on_enter(explorer):
-    tab = explorer.tab
-    _set(tab, "my ship")
-    box = tab.locator("#explorer-sentence")
+    _set(explorer, "my ship")
+    box = explorer.locator("#explorer-sentence")
     box.press_sequentially(" and my crew")  # typing: one input event per character
     words, expected = expected_weights("my ship and my crew", "dot", 1.0, False)
-    _compare(_table(tab), words, expected)
+    _compare(_table(explorer), words, expected)
 
     # A value changed without an input event is computed when the reader presses Enter.
-    tab.eval_on_selector(
+    explorer.eval_on_selector(
         "#explorer-sentence", "el => { el.value = 'we process and ship your order' }"
     )
-    assert [row["word"] for row in _table(tab)] == words
+    assert [row["word"] for row in _table(explorer)] == words
     box.press("Enter")
     words, expected = expected_weights("we process and ship your order", "dot", 1.0, False)
-    _compare(_table(tab), words, expected)
-    _assert_clean(explorer)
+    _compare(_table(explorer), words, expected)
 
 
 def test_explorer_names_unknown_words(explorer):
-    tab = explorer.tab
-    _set(tab, "I must go back to my shhip. and to my crrew")
-    message = tab.locator("#explorer-message")
+    _set(explorer, "I must go back to my shhip. and to my crrew")
+    message = explorer.locator("#explorer-message")
     assert message.is_visible()
     text = message.text_content()
     assert "'shhip.'" in text and "'crrew'" in text, text
     # no weights for a sentence with unknown words: the last map stays, faded, marked stale
-    assert tab.get_attribute("#explorer-weights", "data-stale") == "true"
-    _set(tab, SENTENCE)  # and back
-    assert not message.is_visible() and len(_table(tab)) == 11
-    assert tab.get_attribute("#explorer-weights", "data-stale") is None
-    _assert_clean(explorer)
+    assert explorer.get_attribute("#explorer-weights", "data-stale") == "true"
+    _set(explorer, SENTENCE)  # and back
+    assert not message.is_visible() and len(_table(explorer)) == 11
+    assert explorer.get_attribute("#explorer-weights", "data-stale") is None
 
 
 def test_explorer_keeps_its_map_while_the_reader_types(explorer):
     """Typing "I must go back to my ship" key by key: between two words (an unknown "shi")
     the last map stays, faded; it blanked on 6 of 25 keystrokes."""
-    tab = explorer.tab
-    _set(tab, "I")
+    _set(explorer, "I")
     for key in " must go back to my ship":
-        tab.press("#explorer-sentence", "Space" if key == " " else key)
-        assert len(_table(tab)) >= 1, (
-            f"the map blanked at {tab.input_value('#explorer-sentence')!r}"
+        explorer.press("#explorer-sentence", "Space" if key == " " else key)
+        assert len(_table(explorer)) >= 1, (
+            f"the map blanked at {explorer.input_value('#explorer-sentence')!r}"
         )
-    assert tab.get_attribute("#explorer-weights", "data-stale") is None
-    assert [row["word"] for row in _table(tab)] == "i must go back to my ship".split()
+    assert explorer.get_attribute("#explorer-weights", "data-stale") is None
+    assert [row["word"] for row in _table(explorer)] == "i must go back to my ship".split()
 
 
-def test_explorer_fetches_little_and_only_from_the_site(explorer):
-    site = urlsplit(explorer.url).netloc
-    hosts = {urlsplit(url).netloc for url in explorer.sizes}
-    assert hosts == {site}, f"requests to other hosts: {hosts - {site}}"
-    data = sum(size for url, size in explorer.sizes.items() if "/_static/explorer/" in url)
-    assert 0 < data <= EXPLORER_MAX_BYTES, f"the explorer fetched {data} bytes"
-    _assert_clean(explorer)
-
-
-def test_explorer_is_usable_within_seconds(browser, site_url, explorer):
+def test_explorer_is_usable_within_seconds(new_context, site_url, explorer):
     """From the start of the navigation to the first table (the GloVe data loaded and decoded),
     on 127.0.0.1. The best of three fresh loads counts: on a busy machine (several test runs
     sharing two cores) a single load measures the machine more than the page."""
     times = [explorer.ready_ms]
     for _ in range(2):
-        visit = PageVisit(browser, site_url, EXPLORER_PAGE)
-        try:
-            visit.tab.goto(visit.url, wait_until="load")
-            visit.tab.wait_for_selector("#explorer-app[data-ready='true']", state="attached")
-            times.append(int(visit.tab.get_attribute("#explorer-app", "data-ready-ms")))
-        finally:
-            visit.close()
+        tab = watch(new_context().new_page())
+        times.append(_open_explorer(tab, f"{site_url}/{EXPLORER_PAGE}.html").ready_ms)
     print(f"explorer ready {times} ms after the navigation started (target {EXPLORER_TARGET_MS})")
     assert min(times) <= EXPLORER_READY_MS, f"ready after {times} ms"
 
@@ -756,12 +661,7 @@ def _wait_idle(tab) -> None:
 def _set_model(tab, mode: str, text: str, temperature: float = 1.0) -> None:
     tab.select_option("#explorer-mode", mode)
     _wait_idle(tab)
-    tab.eval_on_selector(
-        "#explorer-temperature",
-        """(el, value) => { el.value = value;
-            el.dispatchEvent(new Event('input', {bubbles: true})); }""",
-        str(temperature),
-    )
+    _set_temperature(tab, temperature)
     tab.fill("#explorer-sentence", text)
     _wait_idle(tab)
 
@@ -781,7 +681,7 @@ def test_explorer_models_match_attnlib(explorer, kind, text):
 
     ids = _model_ids(kind, text)
     logits, weights = _attnlib_run(kind, ids)
-    page = explorer.tab.evaluate(PAGE_RUN, [kind, ids])
+    page = explorer.evaluate(PAGE_RUN, [kind, ids])
     page_logits = torch.tensor(page["logits"], dtype=torch.float64)
     page_weights = torch.tensor(page["weights"], dtype=torch.float64)  # (layers, H, L, L)
     assert page_logits.shape == logits.shape and page_weights.shape[1:] == weights[0].shape
@@ -792,7 +692,6 @@ def test_explorer_models_match_attnlib(explorer, kind, text):
     print(f"largest differences from attnlib so far: {WORST}")
     assert logit_gap <= MODEL_TOLERANCE, f"logits differ from attnlib's by {logit_gap:.2e}"
     assert weight_gap <= MODEL_TOLERANCE, f"weights differ from attnlib's by {weight_gap:.2e}"
-    _assert_clean(explorer)
 
 
 NEXT_REPORT = """() => [...document.querySelectorAll('#explorer-next li')].map(li => ({
@@ -803,48 +702,41 @@ NEXT_REPORT = """() => [...document.querySelectorAll('#explorer-next li')].map(l
 def test_explorer_model_mode_shows_every_head_and_the_next_words(explorer, kind, text):
     import torch
 
-    tab = explorer.tab
-    _set_model(tab, kind, text)
+    _set_model(explorer, kind, text)
     ids = _model_ids(kind, text)
-    assert json.loads(tab.get_attribute("#explorer-app", "data-tokens")) == ids
+    assert json.loads(explorer.get_attribute("#explorer-app", "data-tokens")) == ids
     logits, weights = _attnlib_run(kind, ids)
     model, words = _model(kind)
-    labels = [row["word"] for row in _table(tab)]
+    labels = [row["word"] for row in _table(explorer)]
     assert len(labels) == len(ids)
-    layers = tab.eval_on_selector_all("#explorer-layer option", "els => els.map(e => e.value)")
-    heads = tab.eval_on_selector_all("#explorer-head option", "els => els.map(e => e.value)")
+    layers = explorer.eval_on_selector_all("#explorer-layer option", "els => els.map(e => e.value)")
+    heads = explorer.eval_on_selector_all("#explorer-head option", "els => els.map(e => e.value)")
     assert layers == [str(i) for i in range(model.num_layers)]
     assert heads == [str(h) for h in range(model.blocks[0].num_heads)]
     for layer in range(model.num_layers):
         for head in range(model.blocks[0].num_heads):
-            tab.select_option("#explorer-layer", str(layer))
-            tab.select_option("#explorer-head", str(head))
-            caption = tab.text_content("#explorer-caption")
+            explorer.select_option("#explorer-layer", str(layer))
+            explorer.select_option("#explorer-head", str(head))
+            caption = explorer.text_content("#explorer-caption")
             assert f"layer {layer}, head {head}" in caption, caption
-            _compare(_table(tab), labels, weights[layer][head])
+            _compare(_table(explorer), labels, weights[layer][head])
     probs = torch.softmax(logits[-1].double(), dim=-1)
     top = probs.topk(10)
-    shown = tab.evaluate(NEXT_REPORT)
+    shown = explorer.evaluate(NEXT_REPORT)
     assert [item["word"] for item in shown] == [words[i] for i in top.indices.tolist()]
     for item, p in zip(shown, top.values.tolist()):
         assert abs(item["prob"] - p) <= MODEL_TOLERANCE, (item, p)
         assert f"{100 * p:.1f}%" in item["text"]
     unknown = [w for w in labels if kind == "lm" and w not in words]
-    message = tab.locator("#explorer-message")
+    message = explorer.locator("#explorer-message")
     if unknown:
         assert message.is_visible() and all(f"'{w}'" in message.text_content() for w in unknown)
     else:
         assert not message.is_visible(), message.text_content()
-    _assert_clean(explorer)
 
 
 def _generate(tab, count: int, temperature: float, top_k: int = 0, seed: int = 0) -> str:
-    tab.eval_on_selector(
-        "#explorer-temperature",
-        """(el, value) => { el.value = value;
-            el.dispatchEvent(new Event('input', {bubbles: true})); }""",
-        str(temperature),
-    )
+    _set_temperature(tab, temperature)
     tab.fill("#explorer-topk", str(top_k))
     tab.fill("#explorer-seed", str(seed))
     tab.fill("#explorer-count", str(count))
@@ -858,86 +750,72 @@ LONG_TASKS = """() => { window.longTasks = [];
         ...list.getEntries().map(e => e.duration))).observe({type: 'longtask'}); }"""
 
 
-def test_explorer_generates_without_freezing_the_page(browser, site_url):
+def test_explorer_generates_without_freezing_the_page(page, site_url):
     """64 words were one block of 1.3 s (3.4 s at 4x CPU throttling) with no busy state: now
     the page shows its progress, disables the button, and no task blocks it for long (under
     600 ms even on a busy machine; 250 ms measured quiet, 264 ms with two test workers)."""
-    visit = _open_explorer(browser, f"{site_url}/{EXPLORER_PAGE}.html")
-    try:
-        tab = visit.tab
-        kind, text = MODEL_PROMPTS[0]
-        _set_model(tab, kind, "I")
-        tab.evaluate(LONG_TASKS)
-        tab.fill("#explorer-count", "60")
-        tab.eval_on_selector(
-            "#explorer-temperature",
-            """el => { el.value = 0; el.dispatchEvent(new Event('input', {bubbles: true})); }""",
-        )
-        tab.click("#explorer-generate")
-        assert tab.get_attribute("#explorer-app", "data-busy") == "true"
-        assert tab.is_disabled("#explorer-generate")
-        tab.wait_for_function(
-            "() => document.querySelector('#explorer-message').textContent.includes('of 60')"
-        )
-        _wait_idle(tab)
-        assert not tab.is_disabled("#explorer-generate")
-        # one step, or the redraw of the final 61 x 61 map, is one task: tens of ms, a few
-        # hundred on a busy 2-core machine; 60 steps in one block took 1.3 s on a quiet one
-        longest = max(tab.evaluate("() => window.longTasks"), default=0)
-        assert longest < 600, f"the page was blocked for {longest:.0f} ms in one task"
-        assert len(tab.input_value("#explorer-sentence").split()) > 40
-        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
-    finally:
-        visit.close()
+    tab = _open_explorer(page, f"{site_url}/{EXPLORER_PAGE}.html")
+    kind, text = MODEL_PROMPTS[0]
+    _set_model(tab, kind, "I")
+    tab.evaluate(LONG_TASKS)
+    tab.fill("#explorer-count", "60")
+    _set_temperature(tab, 0)
+    tab.click("#explorer-generate")
+    assert tab.get_attribute("#explorer-app", "data-busy") == "true"
+    assert tab.is_disabled("#explorer-generate")
+    tab.wait_for_function(
+        "() => document.querySelector('#explorer-message').textContent.includes('of 60')"
+    )
+    _wait_idle(tab)
+    assert not tab.is_disabled("#explorer-generate")
+    # one step, or the redraw of the final 61 x 61 map, is one task: tens of ms, a few
+    # hundred on a busy 2-core machine; 60 steps in one block took 1.3 s on a quiet one
+    longest = max(tab.evaluate("() => window.longTasks"), default=0)
+    assert longest < 600, f"the page was blocked for {longest:.0f} ms in one task"
+    assert len(tab.input_value("#explorer-sentence").split()) > 40
+    assert_clean(tab)
 
 
-def test_explorer_head_changes_reuse_the_pass_and_text_changes_do_not(browser, site_url):
+def test_explorer_head_changes_reuse_the_pass_and_text_changes_do_not(page, site_url):
     """Changing the head or layer of a model mode redraws the stored forward pass (a new pass
     took 1.0 s at 4x CPU throttling); a new text makes a new pass. Each table is attnlib's."""
-    visit = _open_explorer(browser, f"{site_url}/{EXPLORER_PAGE}.html")
-    try:
-        tab = visit.tab
-        kind, text = MODEL_PROMPTS[0]
-        for words, head in ((text, "1"), (text + " ship", "1"), (text + " ship", "0")):
-            _set_model(tab, kind, words)
-            tab.select_option("#explorer-head", head)
-            _, weights = _attnlib_run(kind, _model_ids(kind, words))
-            rows = _table(tab)
-            _compare(rows, [r["word"] for r in rows], weights[0][int(head)])
-    finally:
-        visit.close()
+    tab = _open_explorer(page, f"{site_url}/{EXPLORER_PAGE}.html")
+    kind, text = MODEL_PROMPTS[0]
+    for words, head in ((text, "1"), (text + " ship", "1"), (text + " ship", "0")):
+        _set_model(tab, kind, words)
+        tab.select_option("#explorer-head", head)
+        _, weights = _attnlib_run(kind, _model_ids(kind, words))
+        rows = _table(tab)
+        _compare(rows, [r["word"] for r in rows], weights[0][int(head)])
 
 
 @pytest.mark.parametrize(("kind", "text"), [MODEL_PROMPTS[0], MODEL_PROMPTS[3]])
 def test_explorer_generates_greedily_as_attnlib(explorer, kind, text):
     import torch
 
-    tab = explorer.tab
-    _set_model(tab, kind, text)
-    out = _generate(tab, 8, 0.0)
-    assert tab.text_content("#explorer-temperature-value").startswith("0.00")
+    _set_model(explorer, kind, text)
+    out = _generate(explorer, 8, 0.0)
+    assert explorer.text_content("#explorer-temperature-value").startswith("0.00")
     model, _ = _model(kind)
     ids = _model_ids(kind, text)
     expected = model.generate(torch.tensor(ids), 8, temperature=0).tolist()
     assert _model_ids(kind, out) == expected, out
-    assert json.loads(tab.get_attribute("#explorer-app", "data-tokens")) == expected
-    rows = _table(tab)  # the heatmap follows the new text
+    assert json.loads(explorer.get_attribute("#explorer-app", "data-tokens")) == expected
+    rows = _table(explorer)  # the heatmap follows the new text
     assert len(rows) == len(expected)
     _, weights = _attnlib_run(kind, expected)
-    layer, head = (int(tab.input_value(f"#explorer-{n}")) for n in ("layer", "head"))
+    layer, head = (int(explorer.input_value(f"#explorer-{n}")) for n in ("layer", "head"))
     _compare(rows, [row["word"] for row in rows], weights[layer][head])
-    _assert_clean(explorer)
 
 
 def test_explorer_samples_repeatably_within_the_top_k(explorer):
     import torch
 
-    tab = explorer.tab
     prompt = LM_PROMPTS[0]
     texts = {}
     for seed in (7, 7, 8):
-        _set_model(tab, "lm", prompt)
-        texts.setdefault(seed, []).append(_generate(tab, 6, 1.5, top_k=5, seed=seed))
+        _set_model(explorer, "lm", prompt)
+        texts.setdefault(seed, []).append(_generate(explorer, 6, 1.5, top_k=5, seed=seed))
     assert texts[7][0] == texts[7][1], "the same seed must give the same words"
     assert texts[7][0] != texts[8][0], "another seed should give other words"
     model, _ = _model("lm")
@@ -948,146 +826,130 @@ def test_explorer_samples_repeatably_within_the_top_k(explorer):
         logits, _ = model(torch.tensor(ids))
     for t in range(start, len(ids)):  # every drawn word among the 5 most likely there
         assert ids[t] in logits[t - 1].topk(5).indices.tolist(), (t, texts[7][0])
-    _assert_clean(explorer)
 
 
 def test_explorer_names_tokens_the_induction_model_does_not_know(explorer):
-    tab = explorer.tab
-    _set_model(tab, "induction", "1 2 x 99 2")
-    message = tab.locator("#explorer-message")
+    _set_model(explorer, "induction", "1 2 x 99 2")
+    message = explorer.locator("#explorer-message")
     assert message.is_visible()
     text = message.text_content()
     assert "'x'" in text and "'99'" in text and "'2'" not in text, text
-    assert _table(tab) == [] and tab.locator("#explorer-next li").count() == 0
-    _set_model(tab, "induction", "1 2 1")  # and back
-    assert not message.is_visible() and len(_table(tab)) == 4
-    _assert_clean(explorer)
+    assert _table(explorer) == [] and explorer.locator("#explorer-next li").count() == 0
+    _set_model(explorer, "induction", "1 2 1")  # and back
+    assert not message.is_visible() and len(_table(explorer)) == 4
 
 
 def test_explorer_random_repeated_sequence_shows_the_induction_stripe(explorer):
-    tab = explorer.tab
-    _set_model(tab, "induction", "1 2 3")
-    tab.click("#explorer-random")
-    _wait_idle(tab)
-    tokens = tab.input_value("#explorer-sentence").split()
+    _set_model(explorer, "induction", "1 2 3")
+    explorer.click("#explorer-random")
+    _wait_idle(explorer)
+    tokens = explorer.input_value("#explorer-sentence").split()
     T = len(tokens) // 2
     assert T >= 4 and tokens[:T] == tokens[T:], tokens
     ids = _model_ids("induction", " ".join(tokens))
     _, weights = _attnlib_run("induction", ids)
-    tab.select_option("#explorer-layer", "1")
-    tab.select_option("#explorer-head", "1")
-    rows = _table(tab)
+    explorer.select_option("#explorer-layer", "1")
+    explorer.select_option("#explorer-head", "1")
+    rows = _table(explorer)
     _compare(rows, ["BOS", *tokens], weights[1][1])
     for t in range(T + 1, 2 * T + 1):  # the second copy looks at the token after the first
         values = [float(v) for v in rows[t]["values"]]
         if len(set(tokens[:T])) == T:  # (a token twice in the copy has two candidates)
             assert max(range(len(values)), key=values.__getitem__) == t - T + 1, (t, values)
-    _assert_clean(explorer)
 
 
-def test_explorer_reads_its_settings_from_the_address(browser, site_url):
+def test_explorer_reads_its_settings_from_the_address(page, site_url):
     """A link such as attention_explorer.html?mode=lm&sentence=... opens that text in that mode
     (what a printed heatmap's link uses)."""
     from urllib.parse import urlencode
 
     text = "Telemachus went to the ship"
     query = urlencode({"mode": "lm", "sentence": text})
-    visit = _open_explorer(browser, f"{site_url}/{EXPLORER_PAGE}.html?{query}")
-    try:
-        tab = visit.tab
-        _wait_idle(tab)
-        tab.wait_for_selector("#explorer-next li")
-        assert tab.input_value("#explorer-mode") == "lm"
-        assert tab.input_value("#explorer-sentence") == text
-        ids = json.loads(tab.get_attribute("#explorer-app", "data-tokens"))
-        assert ids == _model_ids("lm", text)
-        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
-    finally:
-        visit.close()
+    tab = _open_explorer(page, f"{site_url}/{EXPLORER_PAGE}.html?{query}")
+    _wait_idle(tab)
+    tab.wait_for_selector("#explorer-next li")
+    assert tab.input_value("#explorer-mode") == "lm"
+    assert tab.input_value("#explorer-sentence") == text
+    ids = json.loads(tab.get_attribute("#explorer-app", "data-tokens"))
+    assert ids == _model_ids("lm", text)
+    assert_clean(tab)
 
 
-@pytest.mark.parametrize("width", [1280, 390])
-def test_a_link_with_settings_lands_on_the_explorer(browser, site_url, width):
+@pytest.mark.parametrize(
+    "width", [1280, pytest.param(390, marks=pytest.mark.browser_context_args(**PHONE))]
+)
+def test_a_link_with_settings_lands_on_the_explorer(page, site_url, width):
     """A heatmap's link opens the page scrolled to the explorer: its map is in view, not the
     page's introduction (it started 1,202 px down at 1280 x 800, 1,859 px on a phone)."""
     from urllib.parse import urlencode
 
     query = urlencode({"mode": "dot", "sentence": SENTENCE, "T": "2"})
-    visit = _open_explorer(browser, f"{site_url}/{EXPLORER_PAGE}.html?{query}", width=width)
-    try:
-        tab = visit.tab
-        tab.wait_for_timeout(300)  # late layout (fonts, MathJax) must not push it away
-        box = tab.evaluate(
-            """() => { const map = document.querySelector('#explorer-weights');
-                const r = map.getBoundingClientRect();
-                return {top: r.top, bottom: r.bottom, height: innerHeight}; }"""
-        )
-        assert 0 <= box["top"] < box["height"], f"the map is not in view at {width} px: {box}"
-        assert tab.evaluate("() => scrollY") > 0
-    finally:
-        visit.close()
+    tab = _open_explorer(page, f"{site_url}/{EXPLORER_PAGE}.html?{query}")
+    tab.wait_for_timeout(300)  # late layout (fonts, MathJax) must not push it away
+    box = tab.evaluate(
+        """() => { const map = document.querySelector('#explorer-weights');
+            const r = map.getBoundingClientRect();
+            return {top: r.top, bottom: r.bottom, height: innerHeight}; }"""
+    )
+    assert 0 <= box["top"] < box["height"], f"the map is not in view at {width} px: {box}"
+    assert tab.evaluate("() => scrollY") > 0
 
 
-CELL_CONTRAST = r"""() => {
+# WCAG's contrast: a CSS colour's numbers, its relative luminance, the ratio of two.
+COLOUR = r"""
     const parse = c => (c.match(/[\d.]+/g) || []).map(Number);
     const lum = rgb => {
-        const [r, g, b] = rgb.map(v => { v /= 255;
+        const [r, g, b] = rgb.slice(0, 3).map(v => { v /= 255;
             return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
         return 0.2126 * r + 0.7152 * g + 0.0722 * b;
     };
+    const ratio = (a, b) => (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);"""
+
+CELL_CONTRAST = r"""() => { COLOUR
     let page = parse(getComputedStyle(document.body).backgroundColor);
     if (page.length === 4 && page[3] === 0) page = [255, 255, 255];
     return [...document.querySelectorAll('#explorer-weights td')].map(td => {
         const [r, g, b, a = 1] = parse(getComputedStyle(td).backgroundColor);
         const drawn = [r, g, b].map((c, i) => page[i] * (1 - a) + c * a);
-        const text = lum(parse(getComputedStyle(td).color).slice(0, 3)), cell = lum(drawn);
-        return (Math.max(text, cell) + 0.05) / (Math.min(text, cell) + 0.05);
+        return ratio(lum(parse(getComputedStyle(td).color)), lum(drawn));
     });
-}"""
+}""".replace("COLOUR", COLOUR)
 
 
 @pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
-def test_heatmap_digits_are_readable_on_every_colour(browser, site_url, dark):
+def test_heatmap_digits_are_readable_on_every_colour(page, site_url, dark):
     """Every weight written in a heatmap cell contrasts at least 4.5:1 with the cell's colour
     as drawn over the page (white digits on a mid-blue cell were 2.56:1)."""
-    visit = _open_explorer(browser, f"{site_url}/{EXPLORER_PAGE}.html", dark=dark)
-    try:
-        tab = visit.tab
-        worst = []
-        for temperature in (0.3, 1.0, 3.0):  # weights near 0 and 1, and in between
-            _set(tab, SENTENCE, "dot", temperature)
-            worst.append(min(tab.evaluate(CELL_CONTRAST)))
-        assert min(worst) >= 4.5, f"lowest contrast of a cell's digits: {worst}"
-    finally:
-        visit.close()
+    tab = _open_explorer(page, f"{site_url}/{EXPLORER_PAGE}.html", dark=dark)
+    worst = []
+    for temperature in (0.3, 1.0, 3.0):  # weights near 0 and 1, and in between
+        _set(tab, SENTENCE, "dot", temperature)
+        worst.append(min(tab.evaluate(CELL_CONTRAST)))
+    assert min(worst) >= 4.5, f"lowest contrast of a cell's digits: {worst}"
 
 
-def test_explorer_modes_start_from_their_own_defaults(browser, site_url):
+def test_explorer_modes_start_from_their_own_defaults(page, site_url):
     """A model mode forces the causal mask and may set T = 0 (greedy); back in a GloVe mode
     the mask is off and T = 1 again (ship's weight was 0.73 instead of 0.55), and the model
     mode gets back what the reader left it with."""
-    visit = _open_explorer(browser, f"{site_url}/{EXPLORER_PAGE}.html")
-    try:
-        tab = visit.tab
-        words, expected = expected_weights(SENTENCE, "dot", 1.0, False)
-        _compare(_table(tab), words, expected)
-        kind, text = MODEL_PROMPTS[0]
-        _set_model(tab, kind, text)
-        assert tab.is_checked("#explorer-causal")
-        _generate(tab, 3, 0.0)  # greedy
-        assert float(tab.input_value("#explorer-temperature")) == 0.0
-        tab.select_option("#explorer-mode", "dot")
-        assert not tab.is_checked("#explorer-causal")
-        assert float(tab.input_value("#explorer-temperature")) == 1.0
-        assert tab.input_value("#explorer-sentence") == SENTENCE
-        _compare(_table(tab), words, expected)
-        tab.select_option("#explorer-mode", kind)
-        _wait_idle(tab)
-        assert float(tab.input_value("#explorer-temperature")) == 0.0
-        assert tab.is_checked("#explorer-causal")
-        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
-    finally:
-        visit.close()
+    tab = _open_explorer(page, f"{site_url}/{EXPLORER_PAGE}.html")
+    words, expected = expected_weights(SENTENCE, "dot", 1.0, False)
+    _compare(_table(tab), words, expected)
+    kind, text = MODEL_PROMPTS[0]
+    _set_model(tab, kind, text)
+    assert tab.is_checked("#explorer-causal")
+    _generate(tab, 3, 0.0)  # greedy
+    assert float(tab.input_value("#explorer-temperature")) == 0.0
+    tab.select_option("#explorer-mode", "dot")
+    assert not tab.is_checked("#explorer-causal")
+    assert float(tab.input_value("#explorer-temperature")) == 1.0
+    assert tab.input_value("#explorer-sentence") == SENTENCE
+    _compare(_table(tab), words, expected)
+    tab.select_option("#explorer-mode", kind)
+    _wait_idle(tab)
+    assert float(tab.input_value("#explorer-temperature")) == 0.0
+    assert tab.is_checked("#explorer-causal")
+    assert_clean(tab)
 
 
 # ---- the explorer's MiniLM mode: a trained encoder's stored heads ---------------------------
@@ -1105,7 +967,7 @@ def _minilm_stored():
 
     path = SITE / "_static" / "explorer" / "minilm-explorer.js"
     if not path.exists():
-        _unavailable(f"no {path}: run `make book` first")
+        unavailable(f"no {path}: run `make book` first")
     key, data = explorer_data.from_script(path.read_bytes())
     assert key == "minilm"
     return explorer_data.decode_weights(data)
@@ -1137,7 +999,7 @@ def _compare_stored(tab, tokens: list[str], expected) -> None:
 
 
 @pytest.mark.parametrize("how", ["served", "file"])
-def test_explorer_minilm_shows_the_stored_heads_with_their_tokens(browser, site_url, how):
+def test_explorer_minilm_shows_the_stored_heads_with_their_tokens(page, site_url, how):
     header, weights = _minilm_stored()
     sentences = header["sentences"]
     url = (
@@ -1145,110 +1007,93 @@ def test_explorer_minilm_shows_the_stored_heads_with_their_tokens(browser, site_
         if how == "served"
         else (SITE / f"{EXPLORER_PAGE}.html").as_uri()
     )
-    visit = _open_explorer(browser, url)
-    try:
-        tab = visit.tab
-        _set_minilm(tab, 0, 1, 1)
-        texts = tab.eval_on_selector_all(
-            "#explorer-encoder-sentence option", "els => els.map(e => e.textContent)"
-        )
-        assert texts == [s["text"] for s in sentences]
-        layers = tab.eval_on_selector_all("#explorer-layer option", "els => els.map(e => e.value)")
-        heads = tab.eval_on_selector_all("#explorer-head option", "els => els.map(e => e.value)")
-        assert layers == [str(i) for i in range(1, 7)]
-        assert heads == [*(str(h) for h in range(1, 13)), "mean"]
-        assert not tab.locator("#explorer-sentence").is_visible()  # no typed text here
-        assert not tab.locator("#explorer-temperature").is_visible()
-        for sentence, layer, head in [(2, 3, 7), (3, 6, 12), (1, 1, 1), (0, 5, 2)]:
-            _set_minilm(tab, sentence, layer, head)
-            tokens = sentences[sentence]["tokens"]
-            assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
-            _compare_stored(tab, tokens, weights[sentence][layer - 1, head - 1])
-            assert f"layer {layer}, head {head}" in tab.text_content("#explorer-caption")
-            assert not tab.locator("#explorer-message").is_visible()
-        # the mean of the layer's heads, then a head picked from the layer's small maps
-        _set_minilm(tab, 2, 4, "mean")
-        _compare_stored(tab, sentences[2]["tokens"], weights[2][3].mean(axis=0))
-        thumbs = tab.locator("#explorer-heads button")
-        assert thumbs.count() == 12
-        thumbs.nth(8).click()
-        assert tab.input_value("#explorer-head") == "9"
-        assert tab.get_attribute("#explorer-heads button[data-head='9']", "aria-pressed") == "true"
-        _compare_stored(tab, sentences[2]["tokens"], weights[2][3, 8])
-        # the other modes are unchanged: back to the GloVe weights of the typed sentence
-        tab.select_option("#explorer-mode", "dot")
-        assert tab.input_value("#explorer-sentence") == SENTENCE
-        assert tab.locator("#explorer-temperature").is_visible()
-        assert not tab.locator("#explorer-heads").is_visible()
-        words, expected = expected_weights(SENTENCE, "dot", 1.0, False)
-        _compare(_table(tab), words, expected)
-        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
-        assert not visit.external, f"requests to other hosts: {visit.external}"
-    finally:
-        visit.close()
+    tab = _open_explorer(page, url)
+    _set_minilm(tab, 0, 1, 1)
+    texts = tab.eval_on_selector_all(
+        "#explorer-encoder-sentence option", "els => els.map(e => e.textContent)"
+    )
+    assert texts == [s["text"] for s in sentences]
+    layers = tab.eval_on_selector_all("#explorer-layer option", "els => els.map(e => e.value)")
+    heads = tab.eval_on_selector_all("#explorer-head option", "els => els.map(e => e.value)")
+    assert layers == [str(i) for i in range(1, 7)]
+    assert heads == [*(str(h) for h in range(1, 13)), "mean"]
+    assert not tab.locator("#explorer-sentence").is_visible()  # no typed text here
+    assert not tab.locator("#explorer-temperature").is_visible()
+    for sentence, layer, head in [(2, 3, 7), (3, 6, 12), (1, 1, 1), (0, 5, 2)]:
+        _set_minilm(tab, sentence, layer, head)
+        tokens = sentences[sentence]["tokens"]
+        assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
+        _compare_stored(tab, tokens, weights[sentence][layer - 1, head - 1])
+        assert f"layer {layer}, head {head}" in tab.text_content("#explorer-caption")
+        assert not tab.locator("#explorer-message").is_visible()
+    # the mean of the layer's heads, then a head picked from the layer's small maps
+    _set_minilm(tab, 2, 4, "mean")
+    _compare_stored(tab, sentences[2]["tokens"], weights[2][3].mean(axis=0))
+    thumbs = tab.locator("#explorer-heads button")
+    assert thumbs.count() == 12
+    thumbs.nth(8).click()
+    assert tab.input_value("#explorer-head") == "9"
+    assert tab.get_attribute("#explorer-heads button[data-head='9']", "aria-pressed") == "true"
+    _compare_stored(tab, sentences[2]["tokens"], weights[2][3, 8])
+    # the other modes are unchanged: back to the GloVe weights of the typed sentence
+    tab.select_option("#explorer-mode", "dot")
+    assert tab.input_value("#explorer-sentence") == SENTENCE
+    assert tab.locator("#explorer-temperature").is_visible()
+    assert not tab.locator("#explorer-heads").is_visible()
+    words, expected = expected_weights(SENTENCE, "dot", 1.0, False)
+    _compare(_table(tab), words, expected)
+    assert_clean(tab)
 
 
-def test_explorer_minilm_reads_its_settings_from_the_address(browser, site_url):
+def test_explorer_minilm_reads_its_settings_from_the_address(page, site_url):
     header, weights = _minilm_stored()
     query = "mode=minilm&sentence=3&layer=2&head=5"  # the sentence by its number, from 1
-    visit = _open_explorer(browser, f"{site_url}/{EXPLORER_PAGE}.html?{query}")
-    try:
-        tab = visit.tab
+    tab = _open_explorer(page, f"{site_url}/{EXPLORER_PAGE}.html?{query}")
+    _wait_idle(tab)
+    tab.wait_for_selector("#explorer-weights td")
+    assert tab.input_value("#explorer-encoder-sentence") == "2"
+    _compare_stored(tab, header["sentences"][2]["tokens"], weights[2][1, 4])
+    assert_clean(tab)
+
+
+def test_explorer_page_with_every_mode_is_under_10_mb(page, site_url):
+    """The page's HTML and every file it loads (theme, MathJax and its fonts, figures, search
+    index, the explorer's script, style and GloVe data: at most 8 MB of the explorer's, all
+    from the site), then MiniLM's weights and the two language models' data when their modes
+    are chosen: at most 10 MB in all, on 127.0.0.1."""
+    sizes: dict[str, int] = {}
+    page.on("requestfinished", lambda r: sizes.__setitem__(r.url, r.sizes()["responseBodySize"]))
+    tab = _open_explorer(page, f"{site_url}/{EXPLORER_PAGE}.html")
+    tab.wait_for_load_state("networkidle")
+    opened = sum(sizes.values())
+    assert {urlsplit(url).hostname for url in sizes} == {"127.0.0.1"}, f"other hosts: {sizes}"
+    data = sum(n for url, n in sizes.items() if "/_static/explorer/" in url)
+    assert 0 < data <= EXPLORER_MAX_BYTES, f"the explorer fetched {data} bytes"
+    _set_minilm(tab, 0, 1, 1)
+    tab.wait_for_selector("#explorer-weights td")
+    tab.wait_for_load_state("networkidle")
+    with_minilm = sum(sizes.values())
+    for mode in ("lm", "induction"):
+        tab.select_option("#explorer-mode", mode)
         _wait_idle(tab)
         tab.wait_for_selector("#explorer-weights td")
-        assert tab.input_value("#explorer-encoder-sentence") == "2"
-        _compare_stored(tab, header["sentences"][2]["tokens"], weights[2][1, 4])
-        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
-    finally:
-        visit.close()
-
-
-def test_explorer_page_with_every_mode_is_under_10_mb(browser, site_url):
-    """The page's HTML and every file it loads (theme, MathJax and its fonts, figures, search
-    index, the explorer's script, style and GloVe data), then MiniLM's weights and the two
-    language models' data when their modes are chosen: at most 10 MB in all, on 127.0.0.1."""
-    visit = PageVisit(browser, site_url, EXPLORER_PAGE)
-    sizes: dict[str, int] = {}
-    visit.tab.on(
-        "requestfinished",
-        lambda request: sizes.__setitem__(request.url, request.sizes()["responseBodySize"]),
+    tab.wait_for_load_state("networkidle")
+    data = {url.rsplit("/", 1)[-1].split("?")[0]: n for url, n in sizes.items()}
+    data = {name: n for name, n in data.items() if name in EXPLORER_FILES}
+    print(
+        f"the explorer page: {opened:,} bytes as opened, {with_minilm:,} with MiniLM's "
+        f"weights, {sum(sizes.values()):,} with every mode ({len(sizes)} files); data {data}"
     )
-    try:
-        tab = visit.tab
-        tab.goto(visit.url, wait_until="load")
-        tab.wait_for_selector("#explorer-app[data-ready='true']", state="attached")
-        tab.wait_for_load_state("networkidle")
-        opened = sum(sizes.values())
-        _set_minilm(tab, 0, 1, 1)
-        tab.wait_for_selector("#explorer-weights td")
-        tab.wait_for_load_state("networkidle")
-        with_minilm = sum(sizes.values())
-        for mode in ("lm", "induction"):
-            tab.select_option("#explorer-mode", mode)
-            _wait_idle(tab)
-            tab.wait_for_selector("#explorer-weights td")
-        tab.wait_for_load_state("networkidle")
-        data = {url.rsplit("/", 1)[-1].split("?")[0]: n for url, n in sizes.items()}
-        data = {name: n for name, n in data.items() if name in EXPLORER_FILES}
-        print(
-            f"the explorer page: {opened:,} bytes as opened, {with_minilm:,} with MiniLM's "
-            f"weights, {sum(sizes.values()):,} with every mode ({len(sizes)} files); data {data}"
-        )
-        assert set(data) == set(EXPLORER_FILES), f"not every data file loaded: {data}"
-        assert sum(sizes.values()) <= PAGE_MAX_BYTES, (
-            f"the page loads {sum(sizes.values()):,} bytes"
-        )
-        _assert_clean(visit)
-    finally:
-        visit.close()
+    assert set(data) == set(EXPLORER_FILES), f"not every data file loaded: {data}"
+    assert sum(sizes.values()) <= PAGE_MAX_BYTES, f"the page loads {sum(sizes.values()):,} bytes"
+    assert_clean(tab)
 
 
 # ---- the explorer opened as a file, at a phone's width, in dark mode ----------------------
 
-FIT_REPORT = r"""() => {
+FIT_REPORT = r"""() => { COLOUR
     const app = document.getElementById('explorer-app');
     const box = app.getBoundingClientRect();
-    const parse = c => (c.match(/[\d.]+/g) || []).map(Number);
     const background = el => {
         for (; el; el = el.parentElement) {
             const c = parse(getComputedStyle(el).backgroundColor);
@@ -1256,17 +1101,7 @@ FIT_REPORT = r"""() => {
         }
         return [255, 255, 255];
     };
-    const lum = ([r, g, b]) => {
-        const f = v => {
-            v /= 255;
-            return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
-        };
-        return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
-    };
-    const contrast = el => {
-        const a = lum(parse(getComputedStyle(el).color).slice(0, 3)), b = lum(background(el));
-        return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
-    };
+    const contrast = el => ratio(lum(parse(getComputedStyle(el).color)), lum(background(el)));
     const selector = 'label, #explorer-weights th, #explorer-next li span, #explorer-caption, '
         + 'select, input, button';
     const texts = [...app.querySelectorAll(selector)].filter(el => el.offsetParent !== null
@@ -1281,152 +1116,93 @@ FIT_REPORT = r"""() => {
             .map(el => `${el.tagName} '${el.textContent.trim().slice(0, 30)}' `
                 + contrast(el).toFixed(1)),
     };
-}"""
+}""".replace("COLOUR", COLOUR)
 
 
-def _open_explorer(browser, url: str, width: int = 1280, dark: bool = False):
-    visit = PageVisit(browser, "", EXPLORER_PAGE)
-    visit.url, visit.site_host = url, urlsplit(url).netloc
-    if width != 1280:
-        visit.context.close()
-        visit.context = browser.new_context(
-            viewport={"width": width, "height": 844}, device_scale_factor=2, is_mobile=True
-        )
-        visit.tab = visit.context.new_page()
-        visit.tab.set_default_timeout(TIMEOUT_MS)
-        visit.tab.on("console", visit._console)
-        visit.tab.on("pageerror", lambda error: visit.errors.append(f"exception: {error}"))
-        visit.tab.on("response", visit._response)
-        visit.tab.route("**/*", visit._route)
-    if dark:  # what the theme's switch stores; its script sets data-theme="dark" on <html>
-        visit.tab.add_init_script(
-            "localStorage.setItem('theme', 'dark'); localStorage.setItem('mode', 'dark');"
-        )
-    visit.tab.goto(url, wait_until="load")
-    visit.tab.wait_for_selector("#explorer-app[data-ready]", state="attached")
-    ready = visit.tab.get_attribute("#explorer-app", "data-ready")
-    assert ready == "true", f"{visit.tab.text_content('#explorer-message')} {visit.errors}"
-    return visit
+def test_explorer_works_opened_as_a_file(page):
+    needs_site()
+    tab = _open_explorer(page, (SITE / f"{EXPLORER_PAGE}.html").as_uri())
+    words, expected = expected_weights(SENTENCE, "dot", 1.0, False)
+    _compare(_table(tab), words, expected)
+    for kind, text in (MODEL_PROMPTS[0], MODEL_PROMPTS[3]):
+        _set_model(tab, kind, text)
+        assert tab.locator("#explorer-next li").count() == 10
+        ids = _model_ids(kind, text)
+        _, weights = _attnlib_run(kind, ids)
+        _compare(_table(tab), [r["word"] for r in _table(tab)], weights[0][0])
+    assert_clean(tab)
 
 
-def test_explorer_works_opened_as_a_file(browser):
-    page = SITE / f"{EXPLORER_PAGE}.html"
-    if not page.exists():
-        _unavailable(f"no built site at {SITE}: run `make book` first")
-    visit = _open_explorer(browser, page.as_uri())
-    try:
-        tab = visit.tab
-        words, expected = expected_weights(SENTENCE, "dot", 1.0, False)
-        _compare(_table(tab), words, expected)
-        for kind, text in (MODEL_PROMPTS[0], MODEL_PROMPTS[3]):
-            _set_model(tab, kind, text)
-            assert tab.locator("#explorer-next li").count() == 10
-            ids = _model_ids(kind, text)
-            _, weights = _attnlib_run(kind, ids)
-            _compare(_table(tab), [r["word"] for r in _table(tab)], weights[0][0])
-        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
-    finally:
-        visit.close()
-
-
+@pytest.mark.browser_context_args(**PHONE)
 @pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
 @pytest.mark.parametrize("how", ["served", "file"])
-def test_explorer_fits_a_phone_and_reads_in_both_themes(browser, site_url, how, dark):
+def test_explorer_fits_a_phone_and_reads_in_both_themes(page, site_url, how, dark):
     url = (
         f"{site_url}/{EXPLORER_PAGE}.html"
         if how == "served"
         else (SITE / f"{EXPLORER_PAGE}.html").as_uri()
     )
-    visit = _open_explorer(browser, url, width=390, dark=dark)
-    try:
-        tab = visit.tab
-        if dark:
-            assert tab.evaluate("() => document.documentElement.dataset.theme") == "dark"
-        shot = "dark" if dark else "light"
-        for mode, text in [("dot", SENTENCE), MODEL_PROMPTS[0], MODEL_PROMPTS[3], ("minilm", "")]:
-            if mode == "dot":
-                _set(tab, text, mode)
-            elif mode == "minilm":  # the longest stored sentence, every head of its layer
-                _set_minilm(tab, 3, 1, 1)
-            else:
-                _set_model(tab, mode, text)
-                _generate(tab, 20, 0.0)  # a long text: the table scrolls, the page does not
-            report = tab.evaluate(FIT_REPORT)
-            assert report["pageWidth"] <= report["innerWidth"], f"{mode}: page wider: {report}"
-            assert report["appLeft"] >= 0 and report["appRight"] <= report["innerWidth"], report
-            assert report["appOverflow"] <= 1, f"{mode}: the explorer overflows: {report}"
-            assert not report["lowContrast"], (
-                f"{mode}, {shot}: hard to read: {report['lowContrast']}"
-            )
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            tab.locator("#explorer-app").screenshot(
-                path=SCREENSHOTS / f"explorer-390-{how}-{shot}-{mode}.png"
-            )
-        # a phone's browser asks for /favicon.ico, which the book does not have
-        errors = [error for error in visit.errors if "/favicon.ico" not in error]
-        assert not errors, "errors in the browser:\n" + "\n".join(errors)
-    finally:
-        visit.close()
+    tab = _open_explorer(page, url, dark=dark)
+    if dark:
+        assert tab.evaluate("() => document.documentElement.dataset.theme") == "dark"
+    shot = "dark" if dark else "light"
+    for mode, text in [("dot", SENTENCE), MODEL_PROMPTS[0], MODEL_PROMPTS[3], ("minilm", "")]:
+        if mode == "dot":
+            _set(tab, text, mode)
+        elif mode == "minilm":  # the longest stored sentence, every head of its layer
+            _set_minilm(tab, 3, 1, 1)
+        else:
+            _set_model(tab, mode, text)
+            _generate(tab, 20, 0.0)  # a long text: the table scrolls, the page does not
+        report = tab.evaluate(FIT_REPORT)
+        assert report["pageWidth"] <= report["innerWidth"], f"{mode}: page wider: {report}"
+        assert report["appLeft"] >= 0 and report["appRight"] <= report["innerWidth"], report
+        assert report["appOverflow"] <= 1, f"{mode}: the explorer overflows: {report}"
+        assert not report["lowContrast"], f"{mode}, {shot}: hard to read: {report['lowContrast']}"
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        tab.locator("#explorer-app").screenshot(
+            path=SCREENSHOTS / f"explorer-390-{how}-{shot}-{mode}.png"
+        )
+    assert_clean(tab)  # but /favicon.ico, which a phone's browser asks for
 
 
 # ---- search ------------------------------------------------------------------------------
 
 
-def _search(browser, url: str) -> tuple[object, object, list[str]]:
-    """A tab on the search page at ``url``, its results listed; and the console's errors."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    tab = context.new_page()
-    tab.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    tab.on(
-        "console",
-        lambda m: (
-            errors.append(f"{m.text} {m.location.get('url', '')}")
-            if m.type == "error" and "/favicon.ico" not in m.location.get("url", "")
-            else None
-        ),
-    )
-    tab.on("pageerror", lambda e: errors.append(str(e)))
-    tab.goto(url, wait_until="load")
+def _search(tab, url: str):
+    """`tab` on the search page at ``url``, its results listed."""
+    tab.goto(url)
     tab.wait_for_selector("#search-results ul li")
     tab.wait_for_timeout(1500)  # the excerpts are fetched after the list
-    return context, tab, errors
+    return tab
 
 
-def test_search_quotes_the_article_not_the_sidebar_or_tex(browser, site_url):
+def test_search_quotes_the_article_not_the_sidebar_or_tex(page, site_url):
     """Served, each result quotes its page's text around the term: not the contents sidebar
     and not an equation's TeX source (excerpts began with section titles and "\\(")."""
-    context, tab, errors = _search(browser, f"{site_url}/search.html?q=softmax")
-    try:
-        excerpts = tab.eval_on_selector_all(
-            "#search-results p.context", "els => els.map(e => e.textContent)"
-        )
-        assert len(excerpts) >= 5, excerpts
-        for text in excerpts:
-            assert "\\(" not in text and "\\mathrm" not in text and "\\frac" not in text, text
-        assert sum("softmax" in text.lower() for text in excerpts) >= len(excerpts) // 2
-        assert not errors, errors
-    finally:
-        context.close()
+    tab = _search(page, f"{site_url}/search.html?q=softmax")
+    excerpts = tab.eval_on_selector_all(
+        "#search-results p.context", "els => els.map(e => e.textContent)"
+    )
+    assert len(excerpts) >= 5, excerpts
+    for text in excerpts:
+        assert "\\(" not in text and "\\mathrm" not in text and "\\frac" not in text, text
+    assert sum("softmax" in text.lower() for text in excerpts) >= len(excerpts) // 2
+    assert_clean(tab)
 
 
-def test_search_opened_as_a_file_says_why_it_has_no_excerpts(browser):
+def test_search_opened_as_a_file_says_why_it_has_no_excerpts(page):
     """From file:// a page cannot read another file: the results list the pages, say why they
     quote nothing and link to the index, with no console error (there were 180)."""
-    page = SITE / "search.html"
-    if not page.exists():
-        _unavailable(f"no built site at {SITE}: run `make book` first")
-    context, tab, errors = _search(browser, page.as_uri() + "?q=softmax")
-    try:
-        assert tab.locator("#search-results ul li").count() >= 5
-        note = tab.locator(".search-offline-note")
-        assert note.is_visible()
-        assert "open as files" in note.text_content()
-        href = note.locator("a").get_attribute("href")
-        assert href.endswith("genindex.html") and (SITE / "genindex.html").exists()
-        assert not errors, errors
-    finally:
-        context.close()
+    needs_site()
+    tab = _search(page, (SITE / "search.html").as_uri() + "?q=softmax")
+    assert tab.locator("#search-results ul li").count() >= 5
+    note = tab.locator(".search-offline-note")
+    assert note.is_visible()
+    assert "open as files" in note.text_content()
+    href = note.locator("a").get_attribute("href")
+    assert href.endswith("genindex.html") and (SITE / "genindex.html").exists()
+    assert_clean(tab)
 
 
 # ---- the book's structure: numbered parts, figures, exercises, widths, licence -------------
@@ -1486,23 +1262,19 @@ LAYOUT_REPORT = r"""() => {
 }"""
 
 
-def test_toc_is_in_numbered_parts(browser, site_url):
+def test_toc_is_in_numbered_parts(page, site_url):
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     assert [part["numbered"] for part in toc["parts"][:3]] == [True, True, True]
-    visit = PageVisit(browser, site_url, "intro")
-    try:
-        visit.tab.goto(visit.url, wait_until="load")
-        captions = visit.tab.eval_on_selector_all(
-            "nav.bd-links p.caption .caption-text", "els => els.map(e => e.textContent.trim())"
-        )
-        assert captions == [part["caption"] for part in toc["parts"]]
-        links = visit.tab.eval_on_selector_all(
-            "nav.bd-links a.reference", "els => els.map(e => e.textContent.trim())"
-        )
-        assert "3. Scaled dot-product attention" in links, links
-        assert not [t for t in links if re.match(r"\d+\. \d+\.", t)], "a number twice"
-    finally:
-        visit.close()
+    page.goto(f"{site_url}/intro.html")
+    captions = page.eval_on_selector_all(
+        "nav.bd-links p.caption .caption-text", "els => els.map(e => e.textContent.trim())"
+    )
+    assert captions == [part["caption"] for part in toc["parts"]]
+    links = page.eval_on_selector_all(
+        "nav.bd-links a.reference", "els => els.map(e => e.textContent.trim())"
+    )
+    assert "3. Scaled dot-product attention" in links, links
+    assert not [t for t in links if re.match(r"\d+\. \d+\.", t)], "a number twice"
 
 
 def _check_numbered_and_column(tab, page: str, source: Path) -> None:
@@ -1550,57 +1322,25 @@ API_PAGE = "chapters/api"
 
 # DESIGN.md's `attnlib` table, as the ids autodoc gives each entry's <dt>.
 API_NAMES = [
-    "attnlib.Embeddings",
-    "attnlib.Embeddings.matrix",
-    "attnlib.Embeddings.most_similar",
-    "attnlib.load_glove",
-    "attnlib.read_glove_text",
-    "attnlib.tokenize",
-    "attnlib.cosine_similarity",
-    "attnlib.cosine_matrix",
-    "attnlib.softmax",
-    "attnlib.attention_weights",
-    "attnlib.scaled_dot_product_attention",
-    "attnlib.causal_mask",
-    "attnlib.SelfAttention",
-    "attnlib.SelfAttention.forward",
-    "attnlib.MultiHeadAttention",
-    "attnlib.MultiHeadAttention.forward",
-    "attnlib.NaiveMultiHeadAttention",
-    "attnlib.NaiveMultiHeadAttention.forward",
-    "attnlib.convert.from_torch",
-    "attnlib.convert.to_torch",
-    "attnlib.convert.from_keras",
-    "attnlib.convert.to_keras",
-    "attnlib.convert.naive_from_fused",
-    "attnlib.convert.fused_from_naive",
-    "attnlib.efficient.tiled_attention",
-    "attnlib.display.print_weights",
-    "attnlib.display.plot_weights",
-    "attnlib.display.plot_heads",
-    "attnlib.positions.sinusoidal_encoding",
-    "attnlib.positions.rotary_embedding",
-    "attnlib.positions.alibi_bias",
-    "attnlib.decoding.KVCache",
-    "attnlib.decoding.sliding_window_mask",
-    "attnlib.GloVe",
-    "attnlib.GloVe.get_vecs_by_tokens",
-    "attnlib.tokenizer.SentenceVocabulary",
-    "attnlib.tokenizer.SentenceVocabulary.encode",
-    "attnlib.tokenizer.SentenceVocabulary.decode",
+    f"attnlib.{name}"
+    for name in """
+    Embeddings Embeddings.matrix Embeddings.most_similar load_glove read_glove_text tokenize
+    cosine_similarity cosine_matrix softmax attention_weights scaled_dot_product_attention
+    causal_mask SelfAttention SelfAttention.forward MultiHeadAttention
+    MultiHeadAttention.forward NaiveMultiHeadAttention NaiveMultiHeadAttention.forward
+    convert.from_torch convert.to_torch convert.from_keras convert.to_keras
+    convert.naive_from_fused convert.fused_from_naive efficient.tiled_attention
+    display.print_weights display.plot_weights display.plot_heads positions.sinusoidal_encoding
+    positions.rotary_embedding positions.alibi_bias decoding.KVCache
+    decoding.sliding_window_mask GloVe GloVe.get_vecs_by_tokens tokenizer.SentenceVocabulary
+    tokenizer.SentenceVocabulary.encode tokenizer.SentenceVocabulary.decode
+""".split()
 ]
 # The modules of DESIGN.md's table: automodule gives each an anchor id "module-<name>".
 API_MODULES = [
-    "attnlib.embeddings",
-    "attnlib.similarity",
-    "attnlib.attention",
-    "attnlib.multihead",
-    "attnlib.convert",
-    "attnlib.efficient",
-    "attnlib.display",
-    "attnlib.positions",
-    "attnlib.decoding",
-    "attnlib.tokenizer",
+    f"attnlib.{name}"
+    for name in """embeddings similarity attention multihead convert efficient display positions
+    decoding tokenizer""".split()
 ]
 # "Used in" links that must be there (by file name: stable when chapters are renumbered).
 API_USED_IN = {
@@ -1636,33 +1376,28 @@ def public_api_ids() -> list[str]:
     return ids
 
 
-def test_api_reference_lists_every_public_name(browser, site_url):
-    visit = PageVisit(browser, site_url, API_PAGE)
-    try:
-        tab = visit.tab
-        tab.goto(visit.url, wait_until="load")
-        for name in API_NAMES:
-            assert tab.locator(f'dt.sig-object[id="{name}"]').count() == 1, f"no entry {name}"
-        for module in API_MODULES:
-            assert tab.locator(f'[id="module-{module}"]').count() == 1, f"no module {module}"
-        missing = [i for i in public_api_ids() if tab.locator(f'[id="{i}"]').count() != 1]
-        assert not missing, f"public names missing from the API page: {missing}"
-        # Every module, class, function and constant (not methods) says where it is used.
-        for name in [i for i in public_api_ids() if not i.startswith("module-")]:
-            used = tab.locator(f'dt[id="{name}"] + dd > div.api-used-in')
-            assert used.count() == 1, f"{name} has no 'Used in' line"
-            assert used.inner_text().startswith("Used in:"), used.inner_text()
-        for module in API_MODULES:
-            anchor = f'[id="module-{module}"]'  # the section's id, or a target in it
-            used = tab.locator(f"section:is({anchor}, :has(> {anchor})) > div.api-used-in")
-            assert used.count() == 1, f"module {module} has no 'Used in' line"
-        for name, chapter in API_USED_IN.items():
-            link = tab.locator(f'dt[id="{name}"] + dd > div.api-used-in a[href="{chapter}"]')
-            assert link.count() == 1, f"{name}: no 'Used in' link to {chapter}"
-            assert re.fullmatch(r"chapter \d+", link.inner_text()), link.inner_text()
-        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
-    finally:
-        visit.close()
+def test_api_reference_lists_every_public_name(page, site_url):
+    page.goto(f"{site_url}/{API_PAGE}.html")
+    for name in API_NAMES:
+        assert page.locator(f'dt.sig-object[id="{name}"]').count() == 1, f"no entry {name}"
+    for module in API_MODULES:
+        assert page.locator(f'[id="module-{module}"]').count() == 1, f"no module {module}"
+    missing = [i for i in public_api_ids() if page.locator(f'[id="{i}"]').count() != 1]
+    assert not missing, f"public names missing from the API page: {missing}"
+    # Every module, class, function and constant (not methods) says where it is used.
+    for name in [i for i in public_api_ids() if not i.startswith("module-")]:
+        used = page.locator(f'dt[id="{name}"] + dd > div.api-used-in')
+        assert used.count() == 1, f"{name} has no 'Used in' line"
+        assert used.inner_text().startswith("Used in:"), used.inner_text()
+    for module in API_MODULES:
+        anchor = f'[id="module-{module}"]'  # the section's id, or a target in it
+        used = page.locator(f"section:is({anchor}, :has(> {anchor})) > div.api-used-in")
+        assert used.count() == 1, f"module {module} has no 'Used in' line"
+    for name, chapter in API_USED_IN.items():
+        link = page.locator(f'dt[id="{name}"] + dd > div.api-used-in a[href="{chapter}"]')
+        assert link.count() == 1, f"{name}: no 'Used in' link to {chapter}"
+        assert re.fullmatch(r"chapter \d+", link.inner_text()), link.inner_text()
+    assert_clean(page)
 
 
 def test_chapters_link_names_to_the_api_reference():

@@ -17,63 +17,43 @@ Chromium with the network off (the fixtures and helpers of ``test_site.py``):
 * clicks a GloVe link and a model link on pages opened as files (``file://``).
 
 There must be at least ``MIN_LINKS`` links, and every mode of the explorer must be linked.
-Run after the book is built; without Chromium, Playwright or a built site the browser tests
-skip (or fail under CI), as in ``test_site.py``.
+Run after the book is built; without Chromium, pytest-playwright or a built site the browser
+tests skip (or fail under CI), as in ``test_site.py`` (the fixtures of ``site_browser.py``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
-from html.parser import HTMLParser
+from html import unescape
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-import test_site
-from test_site import (
+
+pytest.register_assert_rewrite("site_browser")  # its assertions explain themselves
+from site_browser import SITE, assert_clean, needs_site  # noqa: E402
+from test_site import (  # noqa: E402
     EXPLORER_PAGE,
     MODEL_TOLERANCE,
     PAGES,
-    SITE,
-    PageVisit,
     _attnlib_run,
     _compare,
     _model_ids,
     _table,
-    _unavailable,
     _wait_idle,
     expected_weights,
 )
 
-browser = test_site.browser  # the fixtures of the site test: Chromium, offline
-site_url = test_site.site_url  # the built site, served on 127.0.0.1
+pytest_plugins = ["site_browser"]  # the browser, its tabs and the server (pytest-playwright)
 
 MIN_LINKS = 20  # the links of the book when this test was written (issue 24, point 6)
 GLOVE_MODES = ("dot", "cosine", "head0", "head1")
 MODEL_MODES = ("lm", "induction")
 
 
-class _LinkParser(HTMLParser):
-    """The href and the text of every <a class="explorer-link"> of a page, in order."""
-
-    def __init__(self):
-        super().__init__()
-        self.links: list[dict] = []
-        self._open: dict | None = None
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "a" and "explorer-link" in (attrs.get("class") or "").split():
-            self._open = {"href": attrs.get("href") or "", "text": ""}
-
-    def handle_data(self, data):
-        if self._open is not None:
-            self._open["text"] += data
-
-    def handle_endtag(self, tag):
-        if tag == "a" and self._open is not None:
-            self.links.append(self._open)
-            self._open = None
+# An explorer link of the built HTML: its href and its text (tags inside it dropped).
+LINK = re.compile(r'<a class="[^"]*\bexplorer-link\b[^"]*" href="([^"]*)"[^>]*>(.*?)</a>', re.S)
 
 
 def explorer_links() -> list[dict]:
@@ -81,14 +61,13 @@ def explorer_links() -> list[dict]:
     links = []
     for page in PAGES:
         html = SITE / f"{page}.html"
-        if not html.exists():
-            continue
-        parser = _LinkParser()
-        parser.feed(html.read_text(encoding="utf-8"))
-        for index, link in enumerate(parser.links):
-            query = parse_qs(urlsplit(link["href"]).query)
-            settings = {key: values[0] for key, values in query.items()}
-            links.append({"page": page, "index": index, **link, "settings": settings})
+        found = LINK.findall(html.read_text(encoding="utf-8")) if html.exists() else []
+        for index, (href, text) in enumerate(found):
+            href, text = unescape(href), unescape(re.sub(r"<[^>]+>", "", text))
+            settings = {key: values[0] for key, values in parse_qs(urlsplit(href).query).items()}
+            links.append(
+                {"page": page, "index": index, "href": href, "text": text, "settings": settings}
+            )
     return links
 
 
@@ -102,8 +81,7 @@ def _link_id(link: dict) -> str:
 def test_the_book_links_its_heatmaps_to_the_explorer():
     """Enough links, every explorer mode linked, each with a known mode and a sentence, and
     each pointing at the explorer page next to its chapter."""
-    if not (SITE / "index.html").exists():
-        _unavailable(f"no built site at {SITE}: run `make book` first")
+    needs_site()
     per_page = Counter(link["page"] for link in LINKS)
     print(f"{len(LINKS)} explorer links: {dict(per_page)}")
     assert len(LINKS) >= MIN_LINKS, f"only {len(LINKS)} explorer links; expected {MIN_LINKS}"
@@ -146,12 +124,12 @@ LINK_REPORT = """(a) => {
 }"""
 
 
-def _check_explorer(visit, settings: dict) -> None:
-    """The explorer in visit.tab shows the link's settings and attnlib's numbers."""
-    tab = visit.tab
+def _check_explorer(tab, settings: dict) -> None:
+    """The explorer in `tab` shows the link's settings and attnlib's numbers."""
+    assert parse_qs(urlsplit(tab.url).query).get("mode") == [settings["mode"]]
     tab.wait_for_selector("#explorer-app[data-ready]", state="attached")
     ready = tab.get_attribute("#explorer-app", "data-ready")
-    assert ready == "true", f"{tab.text_content('#explorer-message')} {visit.errors}"
+    assert ready == "true", f"{tab.text_content('#explorer-message')} {tab.errors}"
     mode, sentence = settings["mode"], settings["sentence"]
     temperature = float(settings.get("T", 1))
     causal = settings.get("causal", "0") != "0"
@@ -186,52 +164,44 @@ def _check_explorer(visit, settings: dict) -> None:
     assert worst <= MODEL_TOLERANCE, f"weights differ from attnlib's by {worst:.2e}"
 
 
-def _follow(visit, url: str, index: int, settings: dict) -> None:
-    """Open a chapter page, click its explorer link number `index`, check the explorer."""
-    tab = visit.tab
-    tab.goto(url, wait_until="load")
+def _link(tab, where: str, index: int):
+    """Link number `index` of the page in `tab`, visible, after a figure, to the explorer
+    page; and its address."""
     link = tab.locator("a.explorer-link").nth(index)
     report = link.evaluate(LINK_REPORT)
-    assert report["visible"], f"link {index} of {url} is not visible"
-    assert report["afterFigure"], f"link {index} of {url} does not follow a figure"
-    explorer = SITE / f"{EXPLORER_PAGE}.html"
-    target = urlsplit(report["href"])
-    assert target.path.endswith(f"/{EXPLORER_PAGE}.html"), f"{report['href']} is not {explorer}"
+    assert report["visible"], f"link {index} of {where} is not visible"
+    assert report["afterFigure"], f"link {index} of {where} does not follow a figure"
+    path = urlsplit(report["href"]).path
+    assert path.endswith(f"/{EXPLORER_PAGE}.html"), f"{report['href']} is not the explorer"
+    return link, report["href"]
+
+
+def _follow(tab, url: str, index: int, settings: dict) -> None:
+    """Open a chapter page, click its explorer link number `index`, check the explorer."""
+    tab.goto(url)
+    link, _ = _link(tab, url, index)
     with tab.expect_navigation(wait_until="load"):
         link.click()
-    assert parse_qs(urlsplit(tab.url).query).get("mode") == [settings["mode"]]
-    _check_explorer(visit, settings)
+    _check_explorer(tab, settings)
 
 
 LINK_PAGES = sorted({link["page"] for link in LINKS})
 
 
-@pytest.mark.parametrize("page", LINK_PAGES, ids=[p.split("/")[-1] for p in LINK_PAGES])
-def test_explorer_links_open_the_printed_maps(browser, site_url, page):
+@pytest.mark.parametrize("chapter", LINK_PAGES, ids=[p.split("/")[-1] for p in LINK_PAGES])
+def test_explorer_links_open_the_printed_maps(page, site_url, chapter):
     """Every explorer link of a chapter: the first is clicked from the chapter's page, the
-    others are read on the same page and followed in a second tab (one load of the chapter,
+    others are read on the same page and followed in the same tab (one load of the chapter,
     one of the explorer per link)."""
-    links = [link for link in LINKS if link["page"] == page]
-    visit = PageVisit(browser, site_url, page)
-    try:
-        _follow(visit, visit.url, links[0]["index"], links[0]["settings"])
-        visit.tab.goto(visit.url, wait_until="load")
-        reports = [
-            visit.tab.locator("a.explorer-link").nth(link["index"]).evaluate(LINK_REPORT)
-            for link in links[1:]
-        ]
-        for link, report in zip(links[1:], reports):
-            where = f"link {link['index']} of {visit.url}"
-            assert report["visible"], f"{where} is not visible"
-            assert report["afterFigure"], f"{where} does not follow a figure"
-            assert urlsplit(report["href"]).path.endswith(f"/{EXPLORER_PAGE}.html"), report
-            visit.tab.goto(report["href"], wait_until="load")
-            assert parse_qs(urlsplit(visit.tab.url).query).get("mode") == [link["settings"]["mode"]]
-            _check_explorer(visit, link["settings"])
-        assert not visit.external, f"requests to other hosts: {visit.external}"
-        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
-    finally:
-        visit.close()
+    links = [link for link in LINKS if link["page"] == chapter]
+    url = f"{site_url}/{chapter}.html"
+    _follow(page, url, links[0]["index"], links[0]["settings"])
+    page.goto(url)
+    hrefs = [_link(page, url, link["index"])[1] for link in links[1:]]
+    for link, href in zip(links[1:], hrefs):
+        page.goto(href)
+        _check_explorer(page, link["settings"])
+    assert_clean(page)
 
 
 def _first(modes: tuple[str, ...]) -> list[dict]:
@@ -241,13 +211,7 @@ def _first(modes: tuple[str, ...]) -> list[dict]:
 @pytest.mark.parametrize(
     "link", _first(GLOVE_MODES) + _first(MODEL_MODES), ids=lambda link: _link_id(link)
 )
-def test_explorer_link_works_opened_as_a_file(browser, link):
-    page = (SITE / f"{link['page']}.html").as_uri()
-    visit = PageVisit(browser, "", link["page"])
-    visit.url, visit.site_host = page, ""
-    try:
-        _follow(visit, page, link["index"], link["settings"])
-        assert urlsplit(visit.tab.url).scheme == "file"
-        assert not visit.errors, "errors in the browser:\n" + "\n".join(visit.errors)
-    finally:
-        visit.close()
+def test_explorer_link_works_opened_as_a_file(page, link):
+    _follow(page, (SITE / f"{link['page']}.html").as_uri(), link["index"], link["settings"])
+    assert urlsplit(page.url).scheme == "file"
+    assert_clean(page)

@@ -1,10 +1,10 @@
 """The built website on a phone (390 px wide) and opened as files, in Chromium, offline.
 
-Runs after the book is built, as tests/test_site.py does (whose server, browser and list of
-pages it uses). Every page of `_toc.yml` is opened at 390 x 844 CSS px, 3 device pixels per
-CSS pixel (a phone), served from `_build/html` on 127.0.0.1; three of them (the front page,
-chapter 2 and the explorer) also as `file://` URLs (a reader who opens the built book from
-disk). On each:
+Runs after the book is built, as tests/test_site.py does (whose list of pages it uses; the
+server and browser are the fixtures of tests/site_browser.py). Every page of `_toc.yml` is
+opened at 390 x 844 CSS px, 3 device pixels per CSS pixel (a phone), served from
+`_build/html` on 127.0.0.1; three of them (the front page, chapter 2 and the explorer) also
+as `file://` URLs (a reader who opens the built book from disk). On each:
 
 * no page is wider than the screen (code, wide tables and equations scroll inside their
   own box, the page does not);
@@ -28,22 +28,20 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_site import (  # the server and browser fixtures, the pages, skip-or-fail
+
+pytest.register_assert_rewrite("site_browser")  # its assertions explain themselves
+from site_browser import PHONE, SCREENSHOTS, SITE  # noqa: E402
+from test_site import (  # noqa: E402
     BROKEN_WORDS,
     EXPLORER_PAGE,
+    LOAD_IMAGES,
     PAGES,
-    SCREENSHOTS,
-    SITE,
-    TIMEOUT_MS,
     WIDTH_REPORT,
-    _unavailable,
-    browser,  # noqa: F401 (a fixture)
-    site_url,  # noqa: F401 (a fixture)
     source_of,
 )
 
-PHONE = {"width": 390, "height": 844}
-DESKTOP = {"width": 1280, "height": 900}
+pytest_plugins = ["site_browser"]  # the browser, its tabs and the server (pytest-playwright)
+on_a_phone = pytest.mark.browser_context_args(**PHONE)
 PHONE_SHOTS = SCREENSHOTS / "phone"
 MODES = ["served", "file"]
 # Opened as files: the front page, a chapter with math, figures and tables, and the explorer
@@ -51,13 +49,10 @@ MODES = ["served", "file"]
 FILE_PAGES = [p for p in PAGES if p in ("intro", "chapters/02_cosine_similarity", EXPLORER_PAGE)]
 
 
-def _open(browser, base: str, page: str, viewport: dict, **context):  # noqa: F811
-    """A new tab on `page` (at `base`: the server's URL or the site's file:// URL), loaded,
-    its equations typeset and its fonts ready."""
-    ctx = browser.new_context(viewport=viewport, **context)
-    tab = ctx.new_page()
-    tab.set_default_timeout(TIMEOUT_MS)
-    tab.goto(f"{base}/{page}.html", wait_until="load")
+def _open(tab, base: str, page: str):
+    """`tab` on `page` (at `base`: the server's URL or the site's file:// URL), loaded, its
+    equations typeset and its fonts ready."""
+    tab.goto(f"{base}/{page}.html")
     tab.evaluate(
         """() => Promise.race([
             new Promise(done => setTimeout(done, 5000)),
@@ -65,14 +60,12 @@ def _open(browser, base: str, page: str, viewport: dict, **context):  # noqa: F8
                 ? MathJax.startup.promise : Promise.resolve()).then(() => document.fonts.ready),
         ]).then(() => true)"""
     )
-    return ctx, tab
+    return tab
 
 
-@pytest.fixture(scope="module")
-def base_urls(site_url):  # noqa: F811
+@pytest.fixture(scope="session")
+def base_urls(site_url):
     """The site's root, served and as files."""
-    if not (SITE / "index.html").exists():
-        _unavailable(f"no built site at {SITE}: run `make book` first")
     return {"served": site_url, "file": SITE.resolve().as_uri()}
 
 
@@ -107,83 +100,73 @@ def _close(tab, dialog: str) -> None:
     tab.wait_for_function(f"() => !document.querySelector('{dialog}').open", timeout=3_000)
 
 
+@on_a_phone
 @pytest.mark.parametrize(
-    ("page", "mode"),
-    [(page, "served") for page in PAGES] + [(page, "file") for page in FILE_PAGES],
+    ("doc", "mode"),
+    [(doc, "served") for doc in PAGES] + [(doc, "file") for doc in FILE_PAGES],
 )
-def test_page_reads_on_a_phone(browser, base_urls, page, mode):  # noqa: F811
-    ctx, tab = _open(
-        browser, base_urls[mode], page, PHONE, device_scale_factor=3, is_mobile=True, has_touch=True
+def test_page_reads_on_a_phone(page, base_urls, doc, mode):
+    tab = _open(page, base_urls[mode], doc)
+    width = tab.evaluate(WIDTH_REPORT)
+    assert width["scroll"] <= width["width"], (
+        f"the page is {width['scroll']} px wide on a {width['width']} px screen; "
+        f"sticking out: {width['culprits']}"
     )
-    try:
-        width = tab.evaluate(WIDTH_REPORT)
-        assert width["scroll"] <= width["width"], (
-            f"the page is {width['scroll']} px wide on a {width['width']} px screen; "
-            f"sticking out: {width['culprits']}"
-        )
-        assert not (broken := tab.evaluate(BROKEN_WORDS)), f"words broken in table cells: {broken}"
-        assert not (bad := tab.evaluate(BAD_ALTS)), f"images without a real alt text: {bad}"
-        if mode == "served":
-            PHONE_SHOTS.mkdir(parents=True, exist_ok=True)
-            tab.screenshot(path=PHONE_SHOTS / f"{page.replace('/', '-')}.png")
+    assert not (broken := tab.evaluate(BROKEN_WORDS)), f"words broken in table cells: {broken}"
+    assert not (bad := tab.evaluate(BAD_ALTS)), f"images without a real alt text: {bad}"
+    if mode == "served":
+        PHONE_SHOTS.mkdir(parents=True, exist_ok=True)
+        tab.screenshot(path=PHONE_SHOTS / f"{doc.replace('/', '-')}.png")
 
-        # The menu: the book's navigation, in a dialog over the page.
-        menu = ".bd-header-article .primary-toggle"
-        assert tab.locator(menu).is_visible(), "no menu button on a phone"
-        opened = _dialog_opened(tab, menu, "#pst-primary-sidebar-modal")
-        assert opened["links"] >= len(PAGES) - 1, f"the menu shows {opened['links']} links"
-        assert 0 <= opened["left"] and opened["width"] <= PHONE["width"], opened
-        if mode == "served" and page == "intro":  # the menu is the same on every page
-            tab.screenshot(path=PHONE_SHOTS / f"{page.replace('/', '-')}.menu.png")
-        _close(tab, "#pst-primary-sidebar-modal")
+    # The menu: the book's navigation, in a dialog over the page.
+    menu = ".bd-header-article .primary-toggle"
+    assert tab.locator(menu).is_visible(), "no menu button on a phone"
+    opened = _dialog_opened(tab, menu, "#pst-primary-sidebar-modal")
+    assert opened["links"] >= len(PAGES) - 1, f"the menu shows {opened['links']} links"
+    assert 0 <= opened["left"] and opened["width"] <= PHONE["viewport"]["width"], opened
+    if mode == "served" and doc == "intro":  # the menu is the same on every page
+        tab.screenshot(path=PHONE_SHOTS / f"{doc.replace('/', '-')}.menu.png")
+    _close(tab, "#pst-primary-sidebar-modal")
 
-        # The page's contents, on pages that have sections.
-        contents = ".bd-header-article .secondary-toggle"
-        if tab.locator(contents).is_visible():
-            opened = _dialog_opened(tab, contents, "#pst-secondary-sidebar-modal")
-            assert opened["links"] >= 1, "the page's contents show no section"
-            _close(tab, "#pst-secondary-sidebar-modal")
-        elif source_of(page).suffix == ".ipynb":
-            pytest.fail("no contents button on a chapter")
-    finally:
-        ctx.close()
+    # The page's contents, on pages that have sections.
+    contents = ".bd-header-article .secondary-toggle"
+    if tab.locator(contents).is_visible():
+        opened = _dialog_opened(tab, contents, "#pst-secondary-sidebar-modal")
+        assert opened["links"] >= 1, "the page's contents show no section"
+        _close(tab, "#pst-secondary-sidebar-modal")
+    elif source_of(doc).suffix == ".ipynb":
+        pytest.fail("no contents button on a chapter")
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_menu_button_collapses_the_navigation_at_1280(browser, base_urls, mode):  # noqa: F811
-    ctx, tab = _open(browser, base_urls[mode], "chapters/06_pytorch_multihead_attention", DESKTOP)
-    try:
-        sidebar = tab.locator("#pst-primary-sidebar")
-        article = tab.locator("article")
-        assert sidebar.is_visible()
-        narrow = article.bounding_box()["width"]
-        tab.locator(".bd-header-article .primary-toggle").click()
-        sidebar.wait_for(state="hidden", timeout=3_000)
-        tab.wait_for_timeout(500)  # the theme's transition
-        assert article.bounding_box()["width"] > narrow + 100, "the text did not widen"
-        assert not tab.evaluate("document.querySelector('#pst-primary-sidebar-modal').open")
-        tab.locator(".bd-header-article .primary-toggle").click()
-        sidebar.wait_for(state="visible", timeout=3_000)
-    finally:
-        ctx.close()
+def test_menu_button_collapses_the_navigation_at_1280(page, base_urls, mode):
+    tab = _open(page, base_urls[mode], "chapters/06_pytorch_multihead_attention")
+    sidebar = tab.locator("#pst-primary-sidebar")
+    article = tab.locator("article")
+    assert sidebar.is_visible()
+    narrow = article.bounding_box()["width"]
+    tab.locator(".bd-header-article .primary-toggle").click()
+    sidebar.wait_for(state="hidden", timeout=3_000)
+    tab.wait_for_timeout(500)  # the theme's transition
+    assert article.bounding_box()["width"] > narrow + 100, "the text did not widen"
+    assert not tab.evaluate("document.querySelector('#pst-primary-sidebar-modal').open")
+    tab.locator(".bd-header-article .primary-toggle").click()
+    sidebar.wait_for(state="visible", timeout=3_000)
 
 
-def test_live_code_says_it_needs_the_network(browser, base_urls):  # noqa: F811
-    ctx, tab = _open(browser, base_urls["served"], "chapters/02_cosine_similarity", DESKTOP)
-    try:
-        tab.click("button[aria-label='Launch interactive content']")
-        tab.locator(".dropdown-launch-buttons button[onclick*='initThebe']").click()
-        button = tab.locator(".thebe-launch-button")
-        button.wait_for(state="visible")
-        tab.wait_for_function(
-            "() => /needs the network/.test(document.querySelector('.thebe-launch-button')"
-            ".textContent)",
-            timeout=25_000,
-        )
-        text = button.text_content()
-        assert "Loading thebe" not in text and re.search(r"download", text), text
-    finally:
-        ctx.close()
+def test_live_code_says_it_needs_the_network(page, base_urls):
+    tab = _open(page, base_urls["served"], "chapters/02_cosine_similarity")
+    tab.click("button[aria-label='Launch interactive content']")
+    tab.locator(".dropdown-launch-buttons button[onclick*='initThebe']").click()
+    button = tab.locator(".thebe-launch-button")
+    button.wait_for(state="visible")
+    tab.wait_for_function(
+        "() => /needs the network/.test(document.querySelector('.thebe-launch-button')"
+        ".textContent)",
+        timeout=25_000,
+    )
+    text = button.text_content()
+    assert "Loading thebe" not in text and re.search(r"download", text), text
 
 
 # ---- sharp figures: attnlib.display makes a kernel's inline figures 2x PNGs ----------------
@@ -204,74 +187,25 @@ def _png_outputs(notebook) -> list[tuple[int, int, dict]]:
     return shown
 
 
-def test_attnlib_makes_inline_figures_sharp():
-    """In a Jupyter kernel, after `import attnlib`, a figure is a PNG of twice its size in
-    CSS pixels (the size the page shows it at: the output's metadata), whether pyplot was
-    imported before or after attnlib; a format the reader sets afterwards wins."""
-    import os
-
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    cells = [
-        "import matplotlib.pyplot as plt\nplt.plot([1, 2]);",  # before attnlib: 1x
-        "import attnlib\nimport torch\nattnlib.display.plot_weights(torch.eye(2), ['a', 'b']);",
-        "plt.plot([1, 2]);",
-        "%config InlineBackend.figure_formats = ['png']\nplt.plot([1, 2]);",
-    ]
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    env = {**os.environ, "PYTHONPATH": str(SITE.parents[1] / "lib"), "OMP_NUM_THREADS": "1"}
-    env.pop("MPLBACKEND", None)  # conftest.py sets Agg; the kernel must use the inline backend
-    client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3")
-    try:
-        client.execute(env=env)
-    except nbclient.exceptions.CellExecutionError:
-        raise
-    except Exception as error:  # no python3 kernel spec, say
-        _unavailable(f"cannot run a Jupyter kernel: {error}")
-    (w0, _, meta0), (w1, h1, meta1), (w2, h2, meta2), (w3, _, meta3) = _png_outputs(notebook)
-    assert not meta0, "a figure drawn before attnlib was imported is a plain PNG"
-    for width, height, meta in [(w1, h1, meta1), (w2, h2, meta2)]:
-        assert meta == {"width": width // 2, "height": height // 2}, (width, height, meta)
-    assert w2 == 2 * w0 or abs(w2 - 2 * w0) <= 2, (w0, w2)  # the same figure, twice the pixels
-    assert not meta3 and w3 == w0, "the reader's own format is kept"
-
-
-def test_the_general_index_fits_a_phone(browser, base_urls):  # noqa: F811
+@on_a_phone
+def test_the_general_index_fits_a_phone(page, base_urls):
     """genindex.html, the index every page links to, was 567 px wide at 390."""
-    context = browser.new_context(
-        viewport={"width": 390, "height": 844}, device_scale_factor=3, is_mobile=True
-    )
-    try:
-        tab = context.new_page()
-        tab.set_default_timeout(TIMEOUT_MS)
-        tab.goto(f"{base_urls['served']}/genindex.html", wait_until="load")
-        width = tab.evaluate("() => document.documentElement.scrollWidth")
-        assert width <= 390, f"genindex.html is {width} px wide on a 390 px screen"
-        assert tab.locator("table.genindextable li").count() > 100  # the index is there
-    finally:
-        context.close()
+    page.goto(f"{base_urls['served']}/genindex.html")
+    width = page.evaluate("() => document.documentElement.scrollWidth")
+    assert width <= 390, f"genindex.html is {width} px wide on a 390 px screen"
+    assert page.locator("table.genindextable li").count() > 100  # the index is there
 
 
-def test_a_tap_in_the_contents_closes_the_dialog(browser, base_urls):  # noqa: F811
+@on_a_phone
+def test_a_tap_in_the_contents_closes_the_dialog(page, base_urls):
     """On a phone, tapping a section in the page's contents scrolls to it and closes the
     contents dialog (it stayed open over the page)."""
-    ctx, tab = _open(
-        browser,
-        base_urls["served"],
-        "chapters/03_scaled_dot_product_attention",
-        PHONE,
-        device_scale_factor=3,
-        is_mobile=True,
-        has_touch=True,
-    )
-    try:
-        _dialog_opened(tab, ".bd-header-article .secondary-toggle", "#pst-secondary-sidebar-modal")
-        tab.locator("#pst-secondary-sidebar-modal a[href^='#']").nth(2).click()
-        tab.wait_for_timeout(300)
-        assert not tab.evaluate("document.querySelector('#pst-secondary-sidebar-modal').open")
-        assert tab.evaluate("() => scrollY") > 0, "the page did not scroll to the section"
-    finally:
-        ctx.close()
+    tab = _open(page, base_urls["served"], "chapters/03_scaled_dot_product_attention")
+    _dialog_opened(tab, ".bd-header-article .secondary-toggle", "#pst-secondary-sidebar-modal")
+    tab.locator("#pst-secondary-sidebar-modal a[href^='#']").nth(2).click()
+    tab.wait_for_timeout(300)
+    assert not tab.evaluate("document.querySelector('#pst-secondary-sidebar-modal').open")
+    assert tab.evaluate("() => scrollY") > 0, "the page did not scroll to the section"
 
 
 SHRUNKEN_FIGURES = r"""() => [...document.querySelectorAll('article img')]
@@ -285,25 +219,22 @@ SHRUNKEN_FIGURES = r"""() => [...document.querySelectorAll('article img')]
     })"""
 
 
+@on_a_phone
 @pytest.mark.parametrize(
-    "page", ["chapters/03_scaled_dot_product_attention", "chapters/cross_attention"]
+    "doc", ["chapters/03_scaled_dot_product_attention", "chapters/cross_attention"]
 )
-def test_a_shrunken_figure_opens_at_full_size(browser, base_urls, page):  # noqa: F811
+def test_a_shrunken_figure_opens_at_full_size(page, base_urls, doc):
     """On a phone a figure drawn for the column is shown at about half its size (Fig. 3.3's
     digits were 4.5 CSS px). Every image shown below 80 % of its size is a link to its own
     file (Sphinx's image-reference), which the browser shows at full size and lets the reader
     zoom (digits of 8 pt are 11 CSS px there)."""
-    ctx, tab = _open(
-        browser, base_urls["served"], page, PHONE, device_scale_factor=3, is_mobile=True
-    )
-    try:
-        figures = tab.evaluate(SHRUNKEN_FIGURES)
-        shrunken = [f for f in figures if f["scale"] < 0.8]
-        assert shrunken, "no figure is shrunken on a phone: the test checks nothing"
-        closed = [f["src"] for f in shrunken if not f["opens"]]
-        assert not closed, f"shrunken figures that do not open at full size: {closed}"
-        href = shrunken[0]["src"]
-        response = tab.request.get(f"{base_urls['served']}/{page.rsplit('/', 1)[0]}/{href}")
-        assert response.ok and response.headers["content-type"].startswith("image/")
-    finally:
-        ctx.close()
+    tab = _open(page, base_urls["served"], doc)
+    tab.evaluate(LOAD_IMAGES)  # every image, the lazy ones too
+    figures = tab.evaluate(SHRUNKEN_FIGURES)
+    shrunken = [f for f in figures if f["scale"] < 0.8]
+    assert shrunken, "no figure is shrunken on a phone: the test checks nothing"
+    closed = [f["src"] for f in shrunken if not f["opens"]]
+    assert not closed, f"shrunken figures that do not open at full size: {closed}"
+    href = shrunken[0]["src"]
+    response = tab.request.get(f"{base_urls['served']}/{doc.rsplit('/', 1)[0]}/{href}")
+    assert response.ok and response.headers["content-type"].startswith("image/")
