@@ -169,7 +169,7 @@ def test_live_code_says_it_needs_the_network(page, base_urls):
     assert "Loading thebe" not in text and re.search(r"download", text), text
 
 
-# ---- sharp figures: attnlib.display makes a kernel's inline figures 2x PNGs ----------------
+# ---- sharp figures: the chapters' first cell makes inline figures 2x PNGs ---------------------
 
 
 def _png_outputs(notebook) -> list[tuple[int, int, dict]]:

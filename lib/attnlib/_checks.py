@@ -34,6 +34,7 @@ from torch import Tensor
 from attnlib._util import short_repr
 
 INDEX_DTYPES = (torch.int64, torch.int32)  # what nn.Embedding takes as indices
+BEYOND_FLOAT32 = "is out of the float32 range (largest 3.4028235e+38)"
 
 
 def shape_str(shape) -> str:

@@ -16,6 +16,7 @@ import zlib
 
 import numpy as np
 
+from attnlib._checks import BEYOND_FLOAT32
 from attnlib._util import as_path, directory_error
 from attnlib.embeddings import Embeddings
 
@@ -26,7 +27,6 @@ __all__ = ["read_glove_text"]
 # split them: U+00A0 is a character of a word (never str.split() without an argument).
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _lines = re.compile("\r\n|\r|\n").split  # the lines of a str
-BEYOND_FLOAT32 = "is out of the float32 range (largest 3.4028235e+38)"
 # zipfile's errors: damaged, encrypted (RuntimeError), Deflate64 or PPMd (NotImplementedError)
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError)
 
