@@ -81,6 +81,14 @@ def _light_page(app: Sphinx, pagename: str, templatename: str, context: dict, do
             if "mathjax" not in str(s.filename)
             and "window.MathJax" not in s.attributes.get("body", "")
         ]
+    else:  # mathjax-chunks.js configures MathJax, so it runs just before it (the builder then
+        # sorts the scripts by priority, keeping the order of equals: html_js_files are 800)
+        chunks = [s for s in scripts if "mathjax-chunks" in str(s.filename)]
+        scripts[:] = [s for s in scripts if s not in chunks]
+        at, mathjax = next((i, s) for i, s in enumerate(scripts) if "mathjax/" in str(s.filename))
+        scripts[at:at] = [
+            type(s)(s.filename, priority=mathjax.priority, **s.attributes) for s in chunks
+        ]
     if pagename != "search":  # its search tools run in order, and need doctools.js
         scripts[:] = [_deferred(s) for s in scripts]
 

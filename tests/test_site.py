@@ -4,7 +4,8 @@ Runs after the book is built: every page of `_toc.yml` is served from `_build/ht
 127.0.0.1 and opened in headless Chromium (Debian's, driven by Playwright; the fixtures of
 `tests/site_browser.py`) that can reach no other host. On each page:
 
-* every equation is typeset by MathJax (served by the site itself), without errors, and no
+* every equation is typeset by MathJax (served by the site itself; a few at a time, by
+  ``_static/mathjax-chunks.js``), without errors, and no
   raw TeX is left in the text; every figure of the notebook's outputs is there and loaded;
 * no request leaves the site, the console shows no errors, every icon is drawn, and the
   page weighs at most 3 MB with everything it loads (`_ext/light_pages.py`);
@@ -195,6 +196,8 @@ def _wait_for_mathjax(tab) -> None:
             f"errors: {tab.errors}; blocked requests to other hosts: {tab.external})"
         ) from error
     tab.evaluate("() => window.MathJax.startup.promise.then(() => true)")
+    # _static/mathjax-chunks.js ran first: MathJax typeset the page in batches, not in one task
+    assert tab.evaluate("() => window.MathJax.config.startup.typeset") is False
 
 
 MATH_REPORT = r"""() => {
