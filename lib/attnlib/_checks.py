@@ -172,6 +172,16 @@ def check_int(
     return value
 
 
+def check_sizes(**sizes) -> tuple[int, ...]:
+    """Each keyword's value through :func:`check_int` with ``low=1``, in order: a layer's sizes.
+
+    Example:
+        >>> check_sizes(embed_dim=8, num_heads=np.int64(2))
+        (8, 2)
+    """
+    return tuple(check_int(name, n, low=1) for name, n in sizes.items())
+
+
 def check_real(name: str, x, what: str = "a real number", ok=None) -> float:
     """``x`` as a ``float``, the one number check of the package: a finite real number (a
     Python or NumPy number or a 0-D tensor of one; a ``bool`` and a string are refused) for

@@ -29,6 +29,7 @@ from attnlib._checks import (
     check_module_input,
     check_qk,
     check_real,
+    check_sizes,
     check_tensor,
     check_value,
     shape_str,
@@ -416,14 +417,8 @@ class SelfAttention(nn.Module):
         head_dim = embed_dim if head_dim is None else head_dim
         kdim = embed_dim if kdim is None else kdim
         vdim = embed_dim if vdim is None else vdim
-        embed_dim, head_dim, kdim, vdim = (
-            check_int(name, n, low=1)
-            for name, n in (
-                ("embed_dim", embed_dim),
-                ("head_dim", head_dim),
-                ("kdim", kdim),
-                ("vdim", vdim),
-            )
+        embed_dim, head_dim, kdim, vdim = check_sizes(
+            embed_dim=embed_dim, head_dim=head_dim, kdim=kdim, vdim=vdim
         )
         self.embed_dim, self.head_dim, self.kdim, self.vdim = embed_dim, head_dim, kdim, vdim
         self.bias = bias

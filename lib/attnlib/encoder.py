@@ -30,6 +30,7 @@ from attnlib._checks import (
     check_mask,
     check_module_input,
     check_real,
+    check_sizes,
     check_tensor,
     shape_str,
 )
@@ -316,16 +317,13 @@ class Encoder(nn.Module):
         norm_eps: float = 1e-12,
     ):
         super().__init__()
-        vocab_size, embed_dim, num_heads, num_layers, max_len, type_vocab_size = (
-            check_int(name, n, low=1)
-            for name, n in (
-                ("vocab_size", vocab_size),
-                ("embed_dim", embed_dim),
-                ("num_heads", num_heads),
-                ("num_layers", num_layers),
-                ("max_len", max_len),
-                ("type_vocab_size", type_vocab_size),
-            )
+        vocab_size, embed_dim, num_heads, num_layers, max_len, type_vocab_size = check_sizes(
+            vocab_size=vocab_size,
+            embed_dim=embed_dim,
+            num_heads=num_heads,
+            num_layers=num_layers,
+            max_len=max_len,
+            type_vocab_size=type_vocab_size,
         )
         self.vocab_size, self.max_len, self.type_vocab_size = vocab_size, max_len, type_vocab_size
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)

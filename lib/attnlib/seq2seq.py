@@ -35,6 +35,7 @@ from attnlib._checks import (
     check_int,
     check_mask,
     check_module_input,
+    check_sizes,
     check_tensor,
     shape_str,
 )
@@ -94,8 +95,9 @@ class AdditiveAttention(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int, *, bias: bool = False):
         super().__init__()
-        sizes = (("query_dim", query_dim), ("key_dim", key_dim), ("hidden_dim", hidden_dim))
-        query_dim, key_dim, hidden_dim = (check_int(name, n, low=1) for name, n in sizes)
+        query_dim, key_dim, hidden_dim = check_sizes(
+            query_dim=query_dim, key_dim=key_dim, hidden_dim=hidden_dim
+        )
         self.q_proj = nn.Linear(query_dim, hidden_dim, bias=bias)
         self.k_proj = nn.Linear(key_dim, hidden_dim, bias=bias)
         self.v = nn.Linear(hidden_dim, 1, bias=False)
@@ -410,17 +412,14 @@ class EncoderDecoder(nn.Module):
             num_encoder_layers,
             num_decoder_layers,
             max_len,
-        ) = (
-            check_int(name, n, low=1)
-            for name, n in (
-                ("source_vocab", source_vocab),
-                ("target_vocab", target_vocab),
-                ("embed_dim", embed_dim),
-                ("num_heads", num_heads),
-                ("num_encoder_layers", num_encoder_layers),
-                ("num_decoder_layers", num_decoder_layers),
-                ("max_len", max_len),
-            )
+        ) = check_sizes(
+            source_vocab=source_vocab,
+            target_vocab=target_vocab,
+            embed_dim=embed_dim,
+            num_heads=num_heads,
+            num_encoder_layers=num_encoder_layers,
+            num_decoder_layers=num_decoder_layers,
+            max_len=max_len,
         )
         if embed_dim % 2:
             raise ValueError(

@@ -31,6 +31,7 @@ from attnlib._checks import (
     check_model_cache,
     check_module_input,
     check_real,
+    check_sizes,
     check_tensor,
     shape_str,
 )
@@ -599,15 +600,12 @@ class LanguageModel(nn.Module):
         linear: str | None | list[str | None] | tuple[str | None, ...] = None,
     ):
         super().__init__()
-        vocab_size, embed_dim, num_heads, num_layers, max_len = (
-            check_int(name, n, low=1)
-            for name, n in (
-                ("vocab_size", vocab_size),
-                ("embed_dim", embed_dim),
-                ("num_heads", num_heads),
-                ("num_layers", num_layers),
-                ("max_len", max_len),
-            )
+        vocab_size, embed_dim, num_heads, num_layers, max_len = check_sizes(
+            vocab_size=vocab_size,
+            embed_dim=embed_dim,
+            num_heads=num_heads,
+            num_layers=num_layers,
+            max_len=max_len,
         )
         inside = None if positions in ADDED else _check_positions(positions)
         self.vocab_size, self.max_len, self.positions = vocab_size, max_len, positions
