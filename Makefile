@@ -11,34 +11,8 @@ SHELL := bash
     execute clean distclean odyssey-lm recall lr-stability pointer-heads induction-model texts \
     lock colab-cells dates exercises exercises-solutions
 
-help:
-	@echo "make book       build the HTML book into _build/html from the stored (tested) outputs"
-	@echo "make test       ruff, unit tests, nbval on every chapter (outputs compared as numbers),"
-	@echo "                a full book build (-W -n), the site test"
-	@echo "make sitetest   only the site test, on the book already in _build/html"
-	@echo "make exercises  check your code in lib/exercises/stubs.py: one line per exercise"
-	@echo "                not right yet (chapters/exercises.md lists them)"
-	@echo "make execute    re-execute every chapters/*.ipynb in place from a fresh kernel"
-	@echo "make nbval      only nbval (chapters changed since their last check)"
-	@echo "make nbval-portable  nbval under another machine's settings (one thread, ATen's"
-	@echo "                plain kernels, old OpenBLAS kernels, MKL's compatible path)"
-	@echo "make gpu-check  library tests, the efficient-attention and inference chapters and the"
-	@echo "                language model's first training steps on CUDA"
-	@echo "make lint       ruff check + ruff format --check + lint-imports (no import cycle)"
-	@echo "make clean      remove _build and caches (keeps .venv)"
-	@echo "make distclean  clean, and remove .venv"
-	@echo "make env        only create/refresh .venv (PYTHON=python3.12 picks the interpreter)"
-	@echo "make lock       regenerate requirements.txt and binder/requirements.txt (pip-compile)"
-	@echo "make colab-cells  rewrite the Colab cell (cell 0) of every chapter from its template"
-	@echo "make texts      rewrite data/odyssey.txt and data/iliad.txt from data/raw/"
-	@echo "make odyssey-lm retrain the Odyssey language models into data/odyssey_lm/ (54 runs,"
-	@echo "                5.5 h on 2 cores; tests/test_odyssey_lm.py checks the result)"
-	@echo "make lr-stability  the learning rates at which attention breaks (9 runs, 15 min)"
-	@echo "make dates      retrain the three date translators into data/dates/ (about 4 min)"
-	@echo "make recall     retrain the recall benchmark's 17 models into data/recall/ (about"
-	@echo "                40 min on one core; tests/test_recall.py checks the result)"
-	@echo "make pointer-heads  retrain the two pointer heads of the training chapter"
-	@echo "make induction-model  retrain the induction chapter's model into data/induction/"
+help:  ## this list
+	@awk -F':.*## ' '/^[a-z-]+:.*## /{printf "make %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # ---- settings -----------------------------------------------------------------------
 # PYTHON makes .venv. PY_FLOOR is the highest Requires-Python of the pinned packages
@@ -71,14 +45,14 @@ export JUPYTER_PREFER_ENV_PATH := 1
 # `make test` (and CI) check by executing every chapter; `make book` only builds. A failed
 # build forgets Sphinx's saved environment, so the next build reports the same warnings
 # again instead of passing.
-book: env
+book: env  ## build the HTML book into _build/html from the stored (tested) outputs
 	$(JB_BUILD) || { rm -f _build/.doctrees/environment.pickle; exit 1; }
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
 # ---- tests --------------------------------------------------------------------------
 # The book is built with --all so that warnings of unchanged pages are reported again; the
 # site test needs it, so it runs last.
-test: env
+test: env  ## ruff, unit tests, nbval (outputs compared as numbers), book -W -n, site test
 	$(MAKE) --no-print-directory lint unittest exercises-solutions nbval
 	$(JB_BUILD) --all || { rm -f _build/.doctrees/environment.pickle; exit 1; }
 	@echo "Book: $(CURDIR)/_build/html/index.html"
@@ -86,23 +60,19 @@ test: env
 
 SITE_TESTS := $(wildcard tests/test_site*.py)
 
-# Unit, property and oracle tests, and every docstring example of attnlib.
-unittest: env
+unittest: env  ## only the unit, property and oracle tests, and the docstring examples
 	MPLBACKEND=Agg $(BIN)/pytest tests/ lib/attnlib --doctest-modules \
 	    $(addprefix --ignore=,$(SITE_TESTS)) -n $(JOBS)
 
-# The exercises (lib/exercises, chapters/exercises.md). `make exercises` runs each one's checks
-# on the reader's code, lib/exercises/stubs.py, and prints one line per exercise that is not
-# right yet. `make exercises-solutions` (part of `make test`) runs them on the book's solutions
-# and checks that they catch wrong ones (lib/exercises/test_checks.py).
-exercises: env
+# The exercises (lib/exercises, chapters/exercises.md); lib/exercises/test_checks.py checks
+# that the checks catch wrong solutions.
+exercises: env  ## check your lib/exercises/stubs.py: one line per exercise not right yet
 	$(BIN)/pytest lib/exercises/test_exercises.py -q --tb=line -rN -n 0
 
-exercises-solutions: env
+exercises-solutions: env  ## the exercises' checks on the book's solutions
 	$(BIN)/pytest lib/exercises --solutions -q -n 0
 
-# ruff, and attnlib's import rules (no cycle: pyproject.toml's [tool.importlinter]).
-lint: env
+lint: env  ## ruff check, ruff format --check, lint-imports (no import cycle)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
@@ -110,7 +80,7 @@ lint: env
 # The website as readers see it: tests/test_site*.py serve _build/html on 127.0.0.1 (and
 # open it as files) in headless Chromium with the network off. Without Chromium the test
 # skips, saying why; with CI set it fails instead.
-sitetest: env chromium
+sitetest: env chromium  ## only the site test, on the book already in _build/html
 	$(BIN)/pytest $(SITE_TESTS) -n $(JOBS)
 
 chromium:  # Debian's chromium, installed when missing and we can (root, apt-get)
@@ -122,7 +92,7 @@ chromium:  # Debian's chromium, installed when missing and we can (root, apt-get
 	else echo "chromium: not installed, and installing it needs root and apt-get"; fi
 
 # nbval executes each chapter in a fresh kernel and compares every output with the stored
-# one as numbers (scripts/nbval_chapter.py, scripts/nbval_numbers.py): words and integers
+# one as numbers (scripts/nbval_numbers.py): words and integers
 # exactly, decimals within one unit of their last printed digit. A chapter is checked again
 # only when it, attnlib, the data or .venv changed since its last check (stamp
 # $(NBVAL_DIR)/<chapter>.ok). Chapters run $(JOBS) at a time, the slowest first. NBVAL_ENV
@@ -136,16 +106,16 @@ NBVAL_OKS := $(patsubst chapters/%.ipynb,$(NBVAL_DIR)/%.ok,\
     $(SLOW_FIRST) $(filter-out $(SLOW_FIRST),$(NOTEBOOKS)))
 NBVAL_DEPS := $(wildcard lib/attnlib/*.py) $(wildcard data/*) $(wildcard data/odyssey_lm/*) \
     $(wildcard data/recall/*) scripts/train_recall.py \
-    tests/nbval_sanitize.cfg scripts/nbval_chapter.py scripts/nbval_numbers.py \
+    tests/nbval_sanitize.cfg scripts/nbval_numbers.py \
     scripts/train_odyssey.py scripts/_atomic.py
 
-nbval: env
+nbval: env  ## only nbval (chapters changed since their last check)
 	@$(MAKE) --no-print-directory -j$(JOBS) --keep-going --output-sync=target $(NBVAL_OKS)
 	@echo "nbval: done $(NBVAL_ENV)"
 
 $(NBVAL_DIR)/%.ok: chapters/%.ipynb $(NBVAL_DEPS) $(STAMP)
 	@echo "nbval $< $(NBVAL_ENV)"
-	env $(NBVAL_ENV) $(BIN)/python scripts/nbval_chapter.py $<
+	env $(NBVAL_ENV) $(BIN)/python scripts/nbval_numbers.py $<
 	@mkdir -p $(@D) && touch $@
 
 # Another machine than this one: one thread, PyTorch's plain C++ kernels instead of its
@@ -154,20 +124,21 @@ $(NBVAL_DIR)/%.ok: chapters/%.ipynb $(NBVAL_DEPS) $(STAMP)
 # run it after changing a chapter's numbers.
 PORTABLE := OMP_NUM_THREADS=1 ATEN_CPU_CAPABILITY=default OPENBLAS_CORETYPE=Sandybridge \
     MKL_CBWR=COMPATIBLE
-nbval-portable: env
+nbval-portable: env  ## nbval under another machine's settings (one thread, plain kernels)
 	@$(MAKE) --no-print-directory nbval NBVAL_DIR=_build/nbval-portable NBVAL_ENV="$(PORTABLE)"
 
-# The GPU check (scripts/gpu_check.py): attnlib's tests on CUDA (tests/test_devices.py), then
-# the efficient-attention and inference chapters' measurements there, each line naming the
-# device. Needs torch's CUDA build (`make TORCH_INDEX= env`); without a GPU it says so and
-# fails. GPU_DEVICE=cpu runs the same on the CPU.
-GPU_DEVICE ?= cuda
-gpu-check: env
-	$(BIN)/python scripts/gpu_check.py --device $(GPU_DEVICE)
+# The GPU check: attnlib's tests and the language model's first training steps on CUDA, equal
+# to the CPU's (tests/test_devices.py), then the chapters' timings there (benchmarks/bench_gpu.py).
+# Needs torch's CUDA build (`make TORCH_INDEX= env`); without a GPU it says so and fails.
+gpu-check: env  ## the device tests and the chapters' timings on CUDA
+	@$(BIN)/python -c 'import sys, torch; torch.cuda.is_available() or sys.exit("gpu-check:" \
+	    " no CUDA device here (torch.cuda.is_available() is False): run it where there is one")'
+	$(BIN)/pytest tests/test_devices.py -q -rs -p no:randomly -n 0 -k cuda
+	$(BIN)/python benchmarks/bench_gpu.py --device cuda
 
 # ---- refresh stored notebook outputs ------------------------------------------------
 # Widget state (the explorer's model ids and PNG, different on every run) is not stored.
-execute: env
+execute: env  ## re-execute every chapters/*.ipynb in place from a fresh kernel
 	for nb in $(NOTEBOOKS); do \
 	    echo "executing $$nb"; \
 	    $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
@@ -177,41 +148,35 @@ execute: env
 	done
 
 # ---- data and the trained model -----------------------------------------------------
-# Butler's Odyssey and Iliad, cleaned from the Project Gutenberg files in data/raw/.
-texts: env
+texts: env  ## rewrite data/odyssey.txt and data/iliad.txt from data/raw/
 	$(BIN)/python scripts/prepare_texts.py
 
 # The chapter "A language model on the Odyssey" loads these models; the script trains the word
 # model, its variants and the BPE model, three seeds each, $(JOBS) runs at a time, one thread
 # each (deterministic: seeded draws), and writes data/odyssey_lm/ atomically.
-odyssey-lm: env
+odyssey-lm: env  ## retrain the Odyssey models into data/odyssey_lm/ (54 runs, 5.5 h)
 	$(BIN)/python scripts/train_odyssey.py --jobs $(JOBS)
 
-# Multi-query associative recall: five token mixers, memories of several sizes, one thread
-# (deterministic; tests/test_recall.py replays the first steps).
-recall: env
+# Five token mixers, memories of several sizes, one thread (tests/test_recall.py replays it).
+recall: env  ## retrain the recall benchmark's 17 models into data/recall/ (40 min)
 	$(BIN)/python scripts/train_recall.py
 
-# The three date translators of the chapter "Cross-attention" (tests/test_dates.py).
-dates: env
+dates: env  ## retrain the three date translators into data/dates/ (4 min)
 	$(BIN)/python scripts/train_dates.py
 
-# The Odyssey model, QK-norm and a soft cap at three learning rates (tests/test_lr_stability.py).
-lr-stability: env
+# QK-norm and a soft cap at three learning rates (tests/test_lr_stability.py).
+lr-stability: env  ## the learning rates at which attention breaks (9 runs, 15 min)
 	$(BIN)/python scripts/lr_stability.py
 
-# The two pointer heads of the chapter "Training attention", which chapters 5-7 load and the
-# explorer runs (seconds, one thread; the chapter and tests/test_pointer_heads.py check them).
-pointer-heads: env
+# Chapters 5-7 and the explorer load them (tests/test_pointer_heads.py checks them).
+pointer-heads: env  ## retrain the two pointer heads of the training chapter
 	$(BIN)/python scripts/train_pointer_heads.py
 
-# The induction chapter's model, for the explorer (about 10 s; tests/test_induction_model.py).
-induction-model: env
+induction-model: env  ## retrain the induction chapter's model into data/induction/
 	OMP_NUM_THREADS=1 $(BIN)/python scripts/train_induction.py
 
-# Colab: write the first cell of every chapter from the one template (scripts/colab_cells.py;
-# tests/test_colab.py fails when a chapter's cell differs from it).
-colab-cells: env
+# tests/test_colab.py fails when a chapter's cell 0 differs from the template.
+colab-cells: env  ## rewrite every chapter's cell 0 (Colab) from its template
 	$(BIN)/python scripts/colab_cells.py
 
 # ---- environment --------------------------------------------------------------------
@@ -253,7 +218,7 @@ endef
 export PROBE_PY
 export NEW_ENOUGH := import sys; sys.exit(sys.version_info < ($(subst .,$(comma),$(PY_FLOOR))))
 
-env: $(STAMP)
+env: $(STAMP)  ## only create/refresh .venv (PYTHON=python3.12 picks the interpreter)
 $(STAMP): requirements.txt pyproject.toml
 	@found=$$($(PYTHON) -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null) \
 	    || { echo "env: cannot run PYTHON=$(PYTHON): this book needs Python >= $(PY_FLOOR);" \
@@ -295,16 +260,14 @@ $(STAMP): requirements.txt pyproject.toml
 	    "torch's CUDA build was installed, with its nvidia-* packages (README, Troubleshooting)"
 	@touch $@
 
-# ---- the lock -----------------------------------------------------------------------
-# requirements.txt and binder/requirements.txt from their .in files (scripts/lock.sh).
-lock: env
+lock: env  ## regenerate requirements.txt and binder/requirements.txt
 	TORCH_INDEX="$(TORCH_INDEX)" TORCH_CPU_INDEX=$(TORCH_CPU_INDEX) LOCK_ARGS="$(LOCK_ARGS)" \
 	    bash scripts/lock.sh
 
-clean:
+clean:  ## remove _build and caches (keeps .venv)
 	rm -rf _build .pytest_cache .ruff_cache .hypothesis
 	find . -path ./$(VENV) -prune -o \
 	    \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print0 | xargs -0 rm -rf
 
-distclean: clean
+distclean: clean  ## clean, and remove .venv
 	rm -rf $(VENV)

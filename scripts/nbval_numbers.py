@@ -21,15 +21,24 @@ pytest-doctestplus' ``FLOAT_CMP`` was the model; it compares with a relative tol
 (``rtol=1e-05``), which fails ``2.9734e-04`` / ``2.9735e-04`` (3.4e-05 apart) and passes a
 change in a sixth digit that the text printed, so the rule here is the printed digit's.
 
-Used as a pytest plugin next to nbval (``-p nbval_numbers``, as ``scripts/nbval_chapter.py``
-does): it makes nbval's comparison of two outputs use :func:`same_output`. nbval's report of
-a real difference is unchanged.
+Used as a pytest plugin next to nbval (``-p nbval_numbers``), it makes nbval's comparison of
+two outputs use :func:`same_output`; nbval's report of a real difference is unchanged. Run as a
+script, it checks one chapter (``make nbval`` runs it on each, memory addresses masked by
+``tests/nbval_sanitize.cfg``)::
+
+    python scripts/nbval_numbers.py chapters/X.ipynb
+
+exiting 0 when every output matches (a notebook without code cells passes), 1 otherwise.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from decimal import Decimal, InvalidOperation
+from pathlib import Path
 
 # A decimal or an integer, optionally signed, not glued to a word or a dotted name on either
 # side; or nan / inf as a word. Group "num" is the number, "word" anything else but space.
@@ -164,3 +173,37 @@ def pytest_configure(config) -> None:
 
     sanitize._numeric = True
     IPyNbCell.sanitize = sanitize
+
+
+# ---- the chapter check ----------------------------------------------------------------------
+def command(notebook: Path) -> list[str]:
+    """The pytest command line that checks ``notebook``: nbval with this plugin."""
+    sanitize = Path(__file__).resolve().parents[1] / "tests" / "nbval_sanitize.cfg"
+    plugins = ["-p", "nbval_numbers", "-p", "no:randomly", "-p", "no:xdist"]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        *plugins,
+        "--nbval-sanitize-with",
+        str(sanitize),
+        "--nbval",
+        str(notebook),
+    ]
+
+
+def main(notebook: str) -> int:
+    scripts = str(
+        Path(__file__).resolve().parent
+    )  # the plugin is imported before pytest's pythonpath
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [scripts, os.environ.get("PYTHONPATH")])),
+    )
+    run = subprocess.run(command(Path(notebook)), env=env, check=False)
+    return 0 if run.returncode in (0, 5) else 1  # 5: nothing collected (no code cells)
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))

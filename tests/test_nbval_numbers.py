@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import nbformat
-import nbval_chapter
+import nbval_numbers
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -144,7 +144,7 @@ CASES = [  # (stored output, printed now, passes)
 
 def test_nbval_compares_numbers(tmp_path):
     """One notebook, a cell per case (one kernel start): nbval with the plugin, as
-    ``scripts/nbval_chapter.py`` runs it, passes exactly the cells within a last digit."""
+    ``make nbval`` runs it, passes exactly the cells within a last digit."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {
         "name": "python3",
@@ -159,7 +159,7 @@ def test_nbval_compares_numbers(tmp_path):
     nbformat.write(nb, notebook)
     junit = tmp_path / "junit.xml"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "scripts"))
-    command = nbval_chapter.command(notebook) + [f"--junitxml={junit}"]
+    command = nbval_numbers.command(notebook) + [f"--junitxml={junit}"]
     run = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
     cases = list(ET.parse(junit).getroot().iter("testcase"))
     assert len(cases) == len(CASES), run.stdout + run.stderr
@@ -170,15 +170,9 @@ def test_nbval_compares_numbers(tmp_path):
             assert "Cell outputs differ" in ET.tostring(case, encoding="unicode")
 
 
-def test_the_chapter_check_runs_the_plugin():
-    """``scripts/nbval_chapter.py`` runs nbval with the plugin (test_nbval_compares_numbers
-    runs that command line on a notebook)."""
-    assert "nbval_numbers" in nbval_chapter.command(Path("x.ipynb"))
-
-
 def test_a_notebook_without_code_passes(tmp_path):
     """nbval collects nothing (pytest's exit 5): the chapter check passes (exit 0)."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("# Only prose")]
     nbformat.write(nb, tmp_path / "prose.ipynb")
-    assert nbval_chapter.main([str(tmp_path / "prose.ipynb")]) == 0
+    assert nbval_numbers.main(str(tmp_path / "prose.ipynb")) == 0
