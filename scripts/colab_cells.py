@@ -15,18 +15,14 @@ The repository URL comes from ``repository: url:`` in ``_config.yml``, the pins 
 variables override the URL and the clone's folder (the tests point them at a local clone):
 ``ATTENTION_BOOK_REPO`` and ``ATTENTION_BOOK_DIR``.
 
-Usage::
-
-    python scripts/colab_cells.py           # rewrite cell 0 of every chapters/*.ipynb
-    python scripts/colab_cells.py --check   # only report the chapters whose cell differs
+Usage: ``python scripts/colab_cells.py`` rewrites cell 0 of every chapters/*.ipynb that
+differs (``tests/test_colab.py`` fails on such a chapter).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
-import sys
 from pathlib import Path
 
 import yaml
@@ -93,17 +89,6 @@ def cell_source() -> str:
     return TEMPLATE.format(url=repository_url(), pins=listed)
 
 
-def notebooks() -> list[Path]:
-    """Every chapter notebook, sorted by name."""
-    return sorted(CHAPTERS.glob("*.ipynb"))
-
-
-def first_cell_source(path: Path) -> str:
-    """The source of a notebook's first cell ('' for an empty notebook)."""
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    return "".join(cells[0]["source"]) if cells else ""
-
-
 def write_cell(path: Path, source: str) -> bool:
     """Make ``source`` the notebook's Colab cell; True when the file changed.
 
@@ -137,21 +122,8 @@ def write_cell(path: Path, source: str) -> bool:
     return True
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="change nothing, report differences")
-    args = parser.parse_args(argv)
-    source = cell_source()
-    if args.check:
-        differ = [p.name for p in notebooks() if first_cell_source(p) != source.rstrip("\n")]
-        for name in differ:
-            print(f"{name}: cell 0 differs from the Colab template (run `make colab-cells`)")
-        return 1 if differ else 0
-    for path in notebooks():
-        if write_cell(path, source):
-            print(f"wrote cell 0 of {path.relative_to(CHAPTERS.parent)}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    cell = cell_source()
+    for path in sorted(CHAPTERS.glob("*.ipynb")):
+        if write_cell(path, cell):
+            print(f"wrote cell 0 of {path.relative_to(ROOT)}")
