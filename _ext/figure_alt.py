@@ -1,21 +1,11 @@
-"""Give every image of the book a real alt text: its figure's caption.
+"""Every image gets a real alt text: its figure's caption (math as plain text).
 
-A plot in a chapter is a notebook output that myst-nb turns into a numbered figure from the
-cell's metadata (``mystnb: figure: caption``, which tests/test_site.py requires of every
-plot). myst-nb gives the image itself no alt text, so the HTML writer used the image's file
-path ("../_images/d5e4...81.png") as its alt: 81 of the book's 85 figures said nothing to a
-screen reader, or when the image does not load.
-
-Here each image without an alt text (or whose alt text is its own path) gets the plain text
-of its figure's caption, math written as its TeX without the markup (``$\\mathbf{u}$`` gives
-"u"). An image outside a figure (no caption to use) gets the title of its section,
-"Figure of the section <title>". Alt texts written by hand, such as myst-nb's
-``mystnb: image: alt`` cell metadata or Markdown's ``![alt](path)``, are kept. Chosen over
-reading the cell metadata because it sees every image, from a notebook output or from
-Markdown, after myst-nb has built the figure, and it needs no change to the notebooks.
-
-tests/test_site_phone.py checks that every image of every page has a real alt text.
-Enabled in ``_config.yml`` under ``sphinx: local_extensions``.
+myst-nb gives a notebook output's image no alt text, so the HTML writer used its file path
+("../_images/d5e4...81.png"). An image with no alt text, or its own path as one, gets the
+plain text of its figure's caption (``$\\mathbf{u}$`` gives "u"), else "Figure of the section
+<title>". Alt texts written by hand (``mystnb: image: alt``, ``![alt](path)``) are kept.
+Done on the doctree so that it sees every image, from an output or from Markdown.
+tests/test_site_phone.py checks that every image has a real alt text.
 """
 
 from __future__ import annotations
@@ -23,33 +13,18 @@ from __future__ import annotations
 import re
 
 from docutils import nodes
+from docutils.utils.math import tex2unichar
 from sphinx.application import Sphinx
 
-# TeX commands shown as a character, and wrappers that are dropped keeping their argument.
+# TeX commands shown as a character (docutils' table, with a reader's ·, ᵀ, √ and …), and
+# wrappers that are dropped keeping their argument.
 _TEX_SYMBOLS = {
-    "cdot": "·",
-    "times": "×",
-    "top": "ᵀ",
-    "sqrt": "√",
-    "to": "→",
-    "rightarrow": "→",
-    "le": "≤",
-    "leq": "≤",
-    "ge": "≥",
-    "geq": "≥",
-    "ne": "≠",
-    "approx": "≈",
-    "infty": "∞",
-    "sum": "∑",
-    "alpha": "α",
-    "beta": "β",
-    "theta": "θ",
-    "lambda": "λ",
-    "mu": "μ",
-    "sigma": "σ",
-    "pi": "π",
-    "ldots": "…",
-    "dots": "…",
+    **tex2unichar.mathalpha,
+    **tex2unichar.mathbin,
+    **tex2unichar.mathop,
+    **tex2unichar.mathord,
+    **tex2unichar.mathrel,
+    **{"cdot": "·", "top": "ᵀ", "sqrt": "√", "dots": "…"},
 }
 _TEX_WRAPPER = re.compile(
     r"\\(?:mathbf|mathrm|mathit|mathsf|mathtt|boldsymbol|operatorname|text|textrm|textit|"
@@ -85,32 +60,22 @@ def plain_text(node: nodes.Node) -> str:
 
 
 def _needs_alt(image: nodes.image) -> bool:
-    alt = (image.get("alt") or "").strip()
-    if not alt:
-        return True
-    uri = image.get("uri") or ""
-    # a path, as myst-nb or the writer would give it: the image's own name
-    return alt == uri or alt.rsplit("/", 1)[-1] == uri.rsplit("/", 1)[-1]
+    """No alt text, or the image's path as one (as myst-nb or the HTML writer give it)."""
+    alt, uri = (image.get("alt") or "").strip(), image.get("uri") or ""
+    return not alt or alt.rsplit("/", 1)[-1] == uri.rsplit("/", 1)[-1]
 
 
 def alt_text(image: nodes.image) -> str | None:
     """The caption of the image's figure, else the title of its section, else None."""
-    parent = image.parent
-    while parent is not None and not isinstance(parent, (nodes.figure, nodes.section)):
-        parent = parent.parent
-    if isinstance(parent, nodes.figure):
-        for caption in parent.findall(nodes.caption):
-            text = re.sub(r"\s+", " ", plain_text(caption)).strip()
-            if text:
-                return text
-        parent = parent.parent
-        while parent is not None and not isinstance(parent, nodes.section):
-            parent = parent.parent
-    if isinstance(parent, nodes.section):
-        title = next(iter(parent.findall(nodes.title)), None)
-        if title is not None:
-            return f"Figure of the section {plain_text(title).strip()}"
-    return None
+    node = image.parent
+    while node is not None and not isinstance(node, nodes.section):
+        caption = node.next_node(nodes.caption) if isinstance(node, nodes.figure) else None
+        text = re.sub(r"\s+", " ", plain_text(caption)).strip() if caption else ""
+        if text:
+            return text
+        node = node.parent
+    title = node.next_node(nodes.title) if node is not None else None
+    return f"Figure of the section {plain_text(title).strip()}" if title else None
 
 
 def add_alt_texts(app: Sphinx, doctree: nodes.document) -> None:

@@ -1,32 +1,12 @@
-"""Lighter pages: each page loads what it uses, and its figures are smaller files.
+"""Lighter pages (issue 36.5): each page loads what it uses, and its figures are smaller.
 
-Issue 36, point 5: a chapter page weighed 3.99 to 7.34 MB served (Lighthouse mobile
-performance 28 to 50), mostly what the theme and its extensions load on every page. Here:
-
-* ``templates/layout.html`` drops pydata-sphinx-theme's ``fontawesome.js`` (1.49 MB: it
-  redraws every icon as an SVG; the theme's CSS already draws them from FontAwesome's woff2
-  webfonts) and, outside ``search.html``, ``searchindex.js`` (0.23 MB) with Sphinx's search
-  tools: the theme's search field only opens the search page, which loads them itself.
-* MathJax (served by sphinx-mathjax-offline) is loaded as its components, TeX input, CHTML
-  output and the assistive MathML that screen readers read, without the 0.43 MB contextual
-  menu of ``tex-chtml.js`` (1.16 MB, now 0.73 MB), and only on pages that have math;
-  sphinx-design's style (55 kB) and script only on pages that use it (none, today).
-* Every script file of a page runs ``defer`` (after the page is parsed, in its order), but
-  ``documentation_options.js`` and those of the search page, so that none holds up the first
-  paint.
-* Images load lazily, but the first of a page (it may be the largest paint); a figure with
-  a size in its style gets it as ``width``/``height`` attributes too, so that the page keeps
-  its place for it before it loads.
-* After the build, the theme's CSS loses the rules of the FontAwesome icons that no page
-  and no script names (1,881 of them, 86 kB of its 397 kB).
-* After the build, every PNG of ``_images/`` is written with a palette of 256 colours (each
-  channel within 19 of 255 levels of the notebook's figure on the book's figures; an image
-  that does not keep within 24 levels on 99.9 % of its pixels is only recompressed): 14.8 MB
-  of figures become 4.9 MB. The notebooks are not touched. Results are kept in
-  ``_build/.png-cache`` by the hash of the original, so a rebuild takes no time for them.
-
-tests/test_site.py checks the weight of every page (at most 3 MB with all its figures), that
-MathJax typesets every equation and that the icons are drawn. Enabled in ``_config.yml``.
+templates/layout.html drops fontawesome.js (1.49 MB: the theme's CSS draws the icons) and,
+outside search.html, the search index and tools. MathJax loads without its menu (0.73 MB,
+not 1.16), and with sphinx-design's files only on pages that use it. Scripts run ``defer``;
+images load lazily but the first. After the build, the theme's CSS loses the rules of
+unused icons, and each PNG gets a 256-colour palette if it stays within MAX_ERROR (14.8 MB
+of figures become 4.9 MB; cached in _build/.png-cache). tests/test_site.py checks each
+page's weight (3 MB at most), that MathJax typesets every equation and that icons show.
 """
 
 from __future__ import annotations
@@ -94,17 +74,15 @@ def _light_page(app: Sphinx, pagename: str, templatename: str, context: dict, do
 
 
 def _deferred(script):
-    """A script file as ``defer`` (it runs once the page is parsed, in the same order): none
-    of them writes into the page as it is parsed. documentation_options.js stays as it is:
-    the page's inline scripts set its DOCUMENTATION_OPTIONS."""
-    attributes = script.attributes
-    if (
-        not script.filename
-        or {"async", "defer"} & set(attributes)
-        or str(script.filename).endswith("documentation_options.js")
-    ):
+    """The script file as ``defer`` (none writes into the page as it is parsed), but
+    documentation_options.js: the page's inline scripts set its DOCUMENTATION_OPTIONS."""
+    if not script.filename or {"async", "defer"} & set(script.attributes):
         return script
-    return type(script)(script.filename, priority=script.priority, **attributes, defer="defer")
+    if str(script.filename).endswith("documentation_options.js"):
+        return script
+    return type(script)(
+        script.filename, priority=script.priority, **script.attributes, defer="defer"
+    )
 
 
 def _palette_png(data: bytes) -> bytes:
@@ -136,12 +114,9 @@ def _drop_unused_icons(outdir: Path) -> None:
     texts += [p.read_text(encoding="utf-8") for p in outdir.glob("_static/**/*.js")]
     used = set(re.findall(r"\bfa-[a-z0-9-]+", "\n".join(texts)))
 
-    def rule(match: re.Match) -> str:
-        selectors = [s.strip() for s in match.group(1).split(",")]
-        icons = [ICON.fullmatch(s) for s in selectors]
-        if all(icons) and not {m[1] for m in icons} & used:
-            return ""
-        return match.group(0)
+    def rule(match: re.Match) -> str:  # dropped if it only draws icons that are not used
+        icons = [ICON.fullmatch(s.strip()) for s in match.group(1).split(",")]
+        return "" if all(icons) and not {m[1] for m in icons} & used else match.group(0)
 
     css.write_text(RULE.sub(rule, css.read_text(encoding="utf-8")), encoding="utf-8")
 

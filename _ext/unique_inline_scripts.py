@@ -1,21 +1,7 @@
-"""Write each inline <script> once per page (a workaround for a bug of Sphinx 7).
-
-Sphinx 7 writes an inline script (``app.add_js_file(None, body=...)``) twice when an
-extension adds it after the HTML builder has started: once as given (file name
-``None``), once more re-read from the registry (file name ``""``), and the two do not
-compare equal. sphinx-thebe adds ``const THEBE_JS_URL = ...`` that way, so every page
-threw ``SyntaxError: Identifier 'THEBE_JS_URL' has already been declared`` in the
-browser. This extension drops the second copy.
-
-Upstream fix: sphinx-doc/sphinx pull request #13402, "Sphinx.add_js_file(): replace
-``None`` filename with ``''`` before passing to HTML builder" (commit 13d2899, changelog
-"#13402: Ensure inline <script> tags are written exactly once"), first released in
-**Sphinx 8.2.2** (March 2025). Remove this extension (and its line in ``_config.yml``)
-once the book builds with Sphinx >= 8.2.2; Jupyter Book 1.0.4.post1 requires
-``sphinx~=7.0`` (the book pins 7.4.7), so that means leaving Jupyter Book 1.
-
-Enabled in ``_config.yml`` under ``sphinx: local_extensions``.
-"""
+"""Write each inline <script> once per page: Sphinx 7 wrote sphinx-thebe's twice (file name
+``None`` and ``""``), a SyntaxError on every page. Fixed in Sphinx 8.2.2 (sphinx-doc/sphinx
+#13402): remove this extension and its _config.yml line once the book builds with it
+(Jupyter Book 1 pins sphinx~=7.0)."""
 
 from __future__ import annotations
 
@@ -24,27 +10,14 @@ from typing import Any
 from sphinx.application import Sphinx
 
 
-def _key(script: Any) -> tuple:
-    """What makes two script entries the same script, whatever the spelling of 'no file'."""
-    filename = getattr(script, "filename", script) or ""
-    attributes = getattr(script, "attributes", {})
-    return (str(filename), getattr(script, "priority", None), tuple(sorted(attributes.items())))
-
-
 def _drop_duplicate_scripts(
     app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any
 ) -> None:
-    scripts = context.get("script_files")
-    if not scripts:
-        return
-    seen: set[tuple] = set()
-    unique = []
-    for script in scripts:
-        key = _key(script)
-        if key not in seen:
-            seen.add(key)
-            unique.append(script)
-    scripts[:] = unique  # in place: it is the builder's list for this page
+    scripts = context.get("script_files") or []
+    unique: dict[tuple, Any] = {}
+    for s in scripts:  # the same script, whatever its spelling of "no file"
+        unique.setdefault((str(s.filename or ""), s.priority, *sorted(s.attributes.items())), s)
+    scripts[:] = unique.values()  # in place: it is the builder's list for this page
 
 
 def setup(app: Sphinx) -> dict[str, object]:

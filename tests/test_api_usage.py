@@ -1,51 +1,34 @@
-"""The scanner behind the API reference's "Used in" lines (`_ext/api_usage.py`).
-
-It reads the code cells of a notebook and returns the dotted attnlib names they use, however
-they were imported; markdown cells, other packages and cells that are not Python are ignored.
-"""
+"""_ext/api_usage.py: the scanner behind the API page's "Used in" lines, the names it
+counts, and the links from the chapters' inline code to the API page."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import api_usage
 import nbformat
-import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from sphinx.testing.util import SphinxTestApp
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def write_notebook(path: Path, cells: list[tuple[str, str]]) -> Path:
-    make = {"code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell}
-    notebook = nbformat.v4.new_notebook(cells=[make[kind](source) for kind, source in cells])
-    nbformat.write(notebook, path)
-    return path
-
-
-@pytest.fixture
-def fake_notebook(tmp_path):
-    return write_notebook(
-        tmp_path / "07_fake.ipynb",
-        [
-            (
-                "markdown",
-                "# 7. A fake chapter\n\nProse naming `attnlib.efficient.tiled_attention`.",
-            ),
-            ("code", "%matplotlib inline\nimport attnlib\nimport numpy as np"),
-            ("code", "w = attnlib.softmax(np.zeros(3))\nmask = attnlib.causal_mask(3)"),
-            ("code", "from attnlib import display, cosine_matrix as cm\nfrom attnlib import GloVe"),
-            ("code", "display.plot_weights(w, ['a'])\ncm(x)"),
-            ("code", "import attnlib.positions as pos\nbias = pos.alibi_bias(2, 3)"),
-            ("code", "from attnlib.decoding import KVCache\ncache = KVCache()\ncache.update(k, v)"),
-            ("code", "x = attnlib.load_glove().most_similar('ship')"),
-            ("code", "this is not python ("),
-            ("code", "def f(z):\n    return np.softmax(z)"),  # another package's softmax
-        ],
-    )
+CODE_CELLS = [
+    "%matplotlib inline\nimport attnlib\nimport numpy as np",
+    "w = attnlib.softmax(np.zeros(3))\nmask = attnlib.causal_mask(3)",
+    "from attnlib import display, cosine_matrix as cm\nfrom attnlib import GloVe",
+    "display.plot_weights(w, ['a'])\ncm(x)",
+    "import attnlib.positions as pos\nbias = pos.alibi_bias(2, 3)",
+    "from attnlib.decoding import KVCache\ncache = KVCache()\ncache.update(k, v)",
+    "x = attnlib.load_glove().most_similar('ship')",
+    "this is not python (",
+    "def f(z):\n    return np.softmax(z)",  # another package's softmax
+]
 
 
-def test_scan_notebook_finds_every_import_style(fake_notebook):
-    assert api_usage.scan_notebook(fake_notebook) == {
+def test_scan_notebook_finds_every_import_style(tmp_path):
+    cells = [new_markdown_cell("Prose naming `attnlib.efficient.tiled_attention`.")]
+    cells += [new_code_cell(source) for source in CODE_CELLS]
+    nbformat.write(new_notebook(cells=cells), tmp_path / "07_fake.ipynb")
+    assert api_usage.scan_notebook(tmp_path / "07_fake.ipynb") == {  # markdown is not read
         "attnlib",
         "attnlib.softmax",
         "attnlib.causal_mask",
@@ -60,31 +43,11 @@ def test_scan_notebook_finds_every_import_style(fake_notebook):
     }
 
 
-def test_markdown_is_not_scanned(fake_notebook):
-    assert "attnlib.efficient.tiled_attention" not in api_usage.scan_notebook(fake_notebook)
-
-
 def test_imports_carry_over_from_cell_to_cell():
     aliases: dict[str, str] = {}
     assert api_usage.scan_code("import attnlib as al", aliases) == {"attnlib"}
     assert api_usage.scan_code("al.convert.to_torch(m)", aliases) == {"attnlib.convert.to_torch"}
     assert api_usage.scan_code("attnlib.softmax(x)", {}) == set()  # never imported
-
-
-def test_chapter_numbers_follow_the_numbered_parts_of_the_toc(tmp_path):
-    toc = tmp_path / "_toc.yml"
-    toc.write_text(
-        "format: jb-book\nroot: intro\nparts:\n"
-        "  - caption: A\n    numbered: true\n    chapters:\n"
-        "      - file: chapters/01_a\n      - file: chapters/02_b\n"
-        "  - caption: B\n    numbered: true\n    chapters:\n      - file: chapters/03_c\n"
-        "  - caption: Look up\n    chapters:\n      - file: chapters/notation\n"
-    )
-    assert api_usage.chapter_numbers(toc) == {
-        "chapters/01_a": 1,
-        "chapters/02_b": 2,
-        "chapters/03_c": 3,
-    }
 
 
 def test_the_books_toc_numbers_the_chapters():
@@ -112,3 +75,45 @@ def test_public_names():
     assert {"attnlib.softmax", "attnlib.positions", "attnlib.positions.alibi_bias"} <= names
     assert "attnlib.embeddings.load_glove" not in names  # public as attnlib.load_glove
     assert not any(part.startswith("_") for name in names for part in name.split("."))
+
+
+CHAPTER = """# A chapter
+
+`attnlib.causal_mask(L, S)` and `attnlib.causal_mask`; `attnlib.attention.softmax`, not
+`x = attnlib.softmax(y)`, `attnlib`, nor `attnlib.no_such_name`.
+
+## About `attnlib.causal_mask`
+
+Once more per section: `attnlib.causal_mask`. [`attnlib.softmax`](https://example.org)
+"""
+
+
+def test_chapters_link_first_mentions_to_the_api_page(tmp_path):
+    (tmp_path / "conf.py").write_text('extensions = ["myst_nb", "api_usage"]\n')
+    (tmp_path / "index.rst").write_text(".. toctree::\n\n   api\n   chapters/ch\n\n")
+    (tmp_path / "api.rst").write_text(
+        "API\n===\n\n.. py:function:: attnlib.causal_mask\n.. py:function:: attnlib.softmax\n"
+    )
+    (tmp_path / "chapters").mkdir()
+    nbformat.write(new_notebook(cells=[new_markdown_cell(CHAPTER)]), tmp_path / "chapters/ch.ipynb")
+    app = SphinxTestApp("html", srcdir=tmp_path)
+    try:
+        app.build()
+    finally:
+        app.cleanup()
+    assert "WARNING" not in app._warning.getvalue()
+    html = (tmp_path / "_build/html/chapters/ch.html").read_text(encoding="utf-8")
+    links = re.findall(r'href="../api.html#([\w.]+)"[^>]*><code[^>]*>(.*?)</code>', html)
+    texts = [(target, re.sub(r"<[^>]+>", "", code)) for target, code in links]
+    assert texts == [
+        ("attnlib.causal_mask", "attnlib.causal_mask(L, S)"),
+        ("attnlib.softmax", "attnlib.attention.softmax"),
+        ("attnlib.causal_mask", "attnlib.causal_mask"),  # the section's, not its title's
+    ]
+    assert "api.html" not in re.search(r"<h2>.*?</h2>", html, re.DOTALL)[0]
+
+
+def test_chapters_name_attnlib_in_plain_backticks():
+    """Colab and Jupyter show a {py:...} role as raw text: the build links the names."""
+    for path in (Path(__file__).parents[1] / "chapters").glob("*.ipynb"):
+        assert "{py:" not in path.read_text(encoding="utf-8"), path
