@@ -200,22 +200,19 @@
   // erf to double precision: its Taylor series below 2.5, else erfc's continued fraction.
   function erf(x) {
     const a = Math.abs(x);
-    let value;
-    if (a < 2.5) {
-      let term = a, sum = a;
-      for (let n = 1; n < 80; n++) {
-        term *= (-a * a) / n;
-        const add = term / (2 * n + 1);
-        sum += add;
-        if (Math.abs(add) < 1e-17 * Math.abs(sum)) break;
-      }
-      value = (2 / Math.sqrt(Math.PI)) * sum;
-    } else {
+    if (a >= 2.5) {
       let f = a;
       for (let n = 60; n >= 1; n--) f = a + n / 2 / f;
-      value = 1 - Math.exp(-a * a) / (Math.sqrt(Math.PI) * f);
+      return Math.sign(x) * (1 - Math.exp(-a * a) / (Math.sqrt(Math.PI) * f));
     }
-    return x < 0 ? -value : value;
+    let term = a, sum = a;
+    for (let n = 1; n < 80; n++) {
+      term *= (-a * a) / n;
+      const add = term / (2 * n + 1);
+      sum += add;
+      if (Math.abs(add) < 1e-17 * Math.abs(sum)) break;
+    }
+    return Math.sign(x) * (2 / Math.sqrt(Math.PI)) * sum;
   }
 
   const gelu = (x) => 0.5 * x * (1 + erf(x / Math.SQRT2)); // nn.GELU(), exact
