@@ -5,7 +5,7 @@ myst-nb gives a notebook output's image no alt text, so the HTML writer used its
 plain text of its figure's caption (``$\\mathbf{u}$`` gives "u"), else "Figure of the section
 <title>". Alt texts written by hand (``mystnb: image: alt``, ``![alt](path)``) are kept.
 Done on the doctree so that it sees every image, from an output or from Markdown.
-tests/test_site_phone.py checks that every image has a real alt text.
+tests/test_site.py (test_page_reads_on_a_phone) checks that every image has a real alt text.
 """
 
 from __future__ import annotations
