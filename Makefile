@@ -41,17 +41,14 @@ export KERAS_BACKEND := torch
 export JUPYTER_PREFER_ENV_PATH := 1
 
 # ---- book ---------------------------------------------------------------------------
-# The site shows the outputs stored in the notebooks (execute_notebooks: off), which
-# `make test` (and CI) check by executing every chapter; `make book` only builds. A failed
-# build forgets Sphinx's saved environment, so the next build reports the same warnings
-# again instead of passing.
+# The site shows the notebooks' stored outputs (`make test` checks them). A failed build
+# forgets Sphinx's saved environment, so that the next build reports its warnings again.
 book: env  ## build the HTML book into _build/html from the stored (tested) outputs
 	$(JB_BUILD) || { rm -f _build/.doctrees/environment.pickle; exit 1; }
 	@echo "Book: $(CURDIR)/_build/html/index.html"
 
 # ---- tests --------------------------------------------------------------------------
-# The book is built with --all so that warnings of unchanged pages are reported again; the
-# site test needs it, so it runs last.
+# --all: the warnings of unchanged pages are reported again.
 test: env  ## ruff, unit tests, nbval (outputs compared as numbers), book -W -n, site test
 	$(MAKE) --no-print-directory lint unittest exercises-solutions nbval
 	$(JB_BUILD) --all || { rm -f _build/.doctrees/environment.pickle; exit 1; }
@@ -77,9 +74,8 @@ lint: env  ## ruff check, ruff format --check, lint-imports (no import cycle)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
-# The website as readers see it: tests/test_site*.py serve _build/html on 127.0.0.1 (and
-# open it as files) in headless Chromium with the network off. Without Chromium the test
-# skips, saying why; with CI set it fails instead.
+# tests/test_site.py: _build/html in headless Chromium, network off (skips without it, or
+# fails where CI is set).
 sitetest: env chromium  ## only the site test, on the book already in _build/html
 	$(BIN)/pytest $(SITE_TESTS) -n $(JOBS)
 
@@ -91,12 +87,9 @@ chromium:  # Debian's chromium, installed when missing and we can (root, apt-get
 	        apt-get install -y -qq chromium >/dev/null; } || echo "chromium: apt-get failed"; \
 	else echo "chromium: not installed, and installing it needs root and apt-get"; fi
 
-# nbval executes each chapter in a fresh kernel and compares every output with the stored
-# one as numbers (scripts/nbval_numbers.py): words and integers
-# exactly, decimals within one unit of their last printed digit. A chapter is checked again
-# only when it, attnlib, the data or .venv changed since its last check (stamp
-# $(NBVAL_DIR)/<chapter>.ok). Chapters run $(JOBS) at a time, the slowest first. NBVAL_ENV
-# sets the machine settings of a run.
+# nbval runs each chapter in a fresh kernel and compares its outputs as numbers (within one
+# unit of the last printed digit: scripts/nbval_numbers.py), again only when the chapter,
+# attnlib, the data or .venv changed; $(JOBS) at a time, the slowest first.
 NBVAL_DIR ?= _build/nbval
 NBVAL_ENV ?=
 SLOW_FIRST := $(wildcard chapters/induction_heads.ipynb chapters/08_efficient_attention.ipynb \
@@ -118,18 +111,15 @@ $(NBVAL_DIR)/%.ok: chapters/%.ipynb $(NBVAL_DEPS) $(STAMP)
 	env $(NBVAL_ENV) $(BIN)/python scripts/nbval_numbers.py $<
 	@mkdir -p $(@D) && touch $@
 
-# Another machine than this one: one thread, PyTorch's plain C++ kernels instead of its
-# AVX2/AVX-512 ones (as on ARM and older CPUs), OpenBLAS's old kernels and MKL's most
-# conservative path (README: Portable outputs). Not part of `make test` (it doubles its time);
-# run it after changing a chapter's numbers.
+# Another machine: one thread, ATen's plain kernels (as on ARM), OpenBLAS's old kernels, MKL's
+# compatible path (README: Portable outputs). Run it after changing a chapter's numbers.
 PORTABLE := OMP_NUM_THREADS=1 ATEN_CPU_CAPABILITY=default OPENBLAS_CORETYPE=Sandybridge \
     MKL_CBWR=COMPATIBLE
 nbval-portable: env  ## nbval under another machine's settings (one thread, plain kernels)
 	@$(MAKE) --no-print-directory nbval NBVAL_DIR=_build/nbval-portable NBVAL_ENV="$(PORTABLE)"
 
-# The GPU check: attnlib's tests and the language model's first training steps on CUDA, equal
-# to the CPU's (tests/test_devices.py), then the chapters' timings there (benchmarks/bench_gpu.py).
-# Needs torch's CUDA build (`make TORCH_INDEX= env`); without a GPU it says so and fails.
+# tests/test_devices.py (attnlib and 20 training steps equal to the CPU's), then
+# benchmarks/bench_gpu.py. Needs torch's CUDA build (`make TORCH_INDEX= env`).
 gpu-check: env  ## the device tests and the chapters' timings on CUDA
 	@$(BIN)/python -c 'import sys, torch; torch.cuda.is_available() or sys.exit("gpu-check:" \
 	    " no CUDA device here (torch.cuda.is_available() is False): run it where there is one")'

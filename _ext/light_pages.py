@@ -4,9 +4,10 @@ templates/layout.html drops fontawesome.js (1.49 MB: the theme's CSS draws the i
 outside search.html, the search index and tools. MathJax loads without its menu (0.73 MB,
 not 1.16), and with sphinx-design's files only on pages that use it. Scripts run ``defer``;
 images load lazily but the first. After the build, the theme's CSS loses the rules of
-unused icons, and each PNG gets a 256-colour palette if it stays within MAX_ERROR (14.8 MB
-of figures become 4.9 MB; cached in _build/.png-cache). tests/test_site.py checks each
-page's weight (3 MB at most), that MathJax typesets every equation and that icons show.
+unused icons, FontAwesome's fonts keep only the glyphs the CSS names (300 kB become 6 kB),
+and each PNG gets a 256-colour palette if it stays within MAX_ERROR (14.8 MB of figures
+become 4.9 MB; cached in _build/.png-cache). tests/test_site.py checks each page's weight
+(3 MB at most), that MathJax typesets every equation and that icons show.
 """
 
 from __future__ import annotations
@@ -121,10 +122,28 @@ def _drop_unused_icons(outdir: Path) -> None:
     css.write_text(RULE.sub(rule, css.read_text(encoding="utf-8")), encoding="utf-8")
 
 
+def _subset_icon_fonts(static: Path) -> None:
+    """FontAwesome's fonts with only the glyphs some CSS of the site names (as ``\\f002``, or
+    as the character itself in the theme's variables)."""
+    from fontTools import subset
+
+    css = "\n".join(p.read_text(encoding="utf-8") for p in static.rglob("*.css"))
+    glyphs = {int(code, 16) for code in re.findall(r"\\([0-9a-fA-F]{4,5})", css)}
+    glyphs |= {ord(c) for c in css if "\ue000" <= c <= "\uf8ff"}  # the private use area
+    options = subset.Options(flavor="woff2", layout_features=[], notdef_outline=True)
+    for path in static.glob("vendor/fontawesome/webfonts/*.woff2"):
+        font = subset.load_font(str(path), options)
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(unicodes=glyphs & set(font.getBestCmap()))
+        subsetter.subset(font)
+        subset.save_font(font, str(path), options)
+
+
 def _after_build(app: Sphinx, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
     _drop_unused_icons(Path(app.outdir))
+    _subset_icon_fonts(Path(app.outdir) / "_static")
     cache = Path(app.outdir).parent / ".png-cache"
     cache.mkdir(exist_ok=True)
     for path in sorted((Path(app.outdir) / "_images").glob("*.png")):
