@@ -179,28 +179,14 @@ def pytest_configure(config) -> None:
 def command(notebook: Path) -> list[str]:
     """The pytest command line that checks ``notebook``: nbval with this plugin."""
     sanitize = Path(__file__).resolve().parents[1] / "tests" / "nbval_sanitize.cfg"
-    plugins = ["-p", "nbval_numbers", "-p", "no:randomly", "-p", "no:xdist"]
-    return [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        *plugins,
-        "--nbval-sanitize-with",
-        str(sanitize),
-        "--nbval",
-        str(notebook),
-    ]
+    options = "-q -p nbval_numbers -p no:randomly -p no:xdist --nbval-sanitize-with".split()
+    return [sys.executable, "-m", "pytest", *options, str(sanitize), "--nbval", str(notebook)]
 
 
 def main(notebook: str) -> int:
-    scripts = str(
-        Path(__file__).resolve().parent
-    )  # the plugin is imported before pytest's pythonpath
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(filter(None, [scripts, os.environ.get("PYTHONPATH")])),
-    )
+    # the plugin is imported before pytest reads its pythonpath: scripts/ goes on PYTHONPATH
+    path = [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, path)))
     run = subprocess.run(command(Path(notebook)), env=env, check=False)
     return 0 if run.returncode in (0, 5) else 1  # 5: nothing collected (no code cells)
 

@@ -93,27 +93,15 @@ def colab(tmp_path: Path, monkeypatch):
     return clone, calls
 
 
-class Shell:
-    """Stands in for IPython's shell: records the line magics the cell runs."""
-
-    def __init__(self):
-        self.magics = []
-
-    def run_line_magic(self, name: str, line: str) -> None:
-        self.magics.append((name, line))
-
-
 def run_cell() -> list[tuple[str, str]]:
     """Run the cell as IPython would (its ``%`` lines made into calls); its magics."""
     from IPython.core.inputtransformer2 import TransformerManager
 
     code = TransformerManager().transform_cell(colab_cells.cell_source())
-    shell = Shell()
-    exec(
-        compile(code, "<colab cell>", "exec"),
-        {"__name__": "__main__", "get_ipython": lambda: shell},
-    )
-    return shell.magics
+    magics = []  # what the stand-in for IPython's shell was asked to run
+    shell = types.SimpleNamespace(run_line_magic=lambda *magic: magics.append(magic))
+    exec(compile(code, "<colab cell>", "exec"), {"get_ipython": lambda: shell})
+    return magics
 
 
 RETINA = [("config", 'InlineBackend.figure_formats = ["retina"]')]
