@@ -1,8 +1,9 @@
 """`make env` on a reader's machine: the interpreter check, the network probe, a stale .venv.
 
-The real Makefile runs in a temporary folder with fakes of Python (any ``sys.version_info``),
-of its venv's python and of uv, which record their calls instead of installing. The network
-probe is real, pointed at a local folder (an index that answers) or a closed local port.
+The real Makefile runs in a temporary folder with fakes of Python (any ``sys.version_info``,
+``$FAKE_VERSION``), of its venv's python and of uv, which record their calls instead of
+installing (and fail where FAIL_EDITABLE or FAIL_UV is set: an install that breaks half-way).
+The network probe is real, pointed at a local folder (an index that answers) or a closed port.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 FAKE_PYTHON = """#!{real}
-# A Python that says it is $FAKE_VERSION and makes fake virtualenvs.
 import os, shutil, sys
 
 args, version = sys.argv[1:], os.environ["FAKE_VERSION"]
@@ -45,8 +45,6 @@ else:
 """
 
 FAKE_VENV_PYTHON = """#!/bin/sh
-# The fake .venv's python: records each call; `pip install -e .` fails when FAIL_EDITABLE
-# is set (an install that breaks half-way).
 echo "$*" >> "$CALLS"
 case "$*" in
   *"install --no-deps -e ."*)
@@ -55,7 +53,6 @@ esac
 """
 
 FAKE_UV = """#!/bin/sh
-# uv: records each call; `uv venv` makes a fake .venv; `uv pip sync` fails when FAIL_UV is set.
 echo "uv $*" >> "$CALLS"
 case "$1 $2" in
   "venv "*) for last; do :; done; "$FAKE_PYTHON" -m venv "$last" ;;
