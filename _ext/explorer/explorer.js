@@ -67,25 +67,21 @@
         script.addEventListener("error", () => reject(new Error(`could not load ${file}`)));
         if (!tag) document.head.append(Object.assign(script, { src: new URL(file, SCRIPT_URL).href }));
       })
-        .then(() => gunzip(fromBase64(window[GLOBAL][key])))
+        .then(() => gunzip(window[GLOBAL][key]))
         .then((bytes) => {
           delete window[GLOBAL][key]; // the decoded data replaces the string
-          if (key === "glove") return readGlove(bytes);
-          return key === "minilm" ? readWeights(bytes) : readModel(key, bytes);
+          return ({ glove: readGlove, minilm: readWeights }[key] || readModel)(bytes, key);
         });
       loading[key].catch(() => delete loading[key]); // a later try loads again
     }
     return loading[key];
   }
 
-  function fromBase64(text) {
+  // base64 text -> gzipped bytes -> the file's bytes
+  async function gunzip(text) {
     const binary = atob(text);
     const bytes = new Uint8Array(binary.length);
     for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-    return bytes;
-  }
-
-  async function gunzip(bytes) {
     const stream = new Response(bytes).body.pipeThrough(new DecompressionStream("gzip"));
     return new Uint8Array(await new Response(stream).arrayBuffer());
   }
@@ -119,7 +115,7 @@
   }
 
   // A model: every tensor as little-endian float32 (the header is padded to 4 bytes).
-  function readModel(key, bytes) {
+  function readModel(bytes, key) {
     const [head, start] = header(bytes, "ATTNMOD1");
     const values = new Float32Array(bytes.buffer.slice(bytes.byteOffset + start, bytes.byteOffset + bytes.length));
     const tensors = {};
@@ -276,21 +272,12 @@
         const part = (rows) => rows.map((row) => row.subarray(head * D, (head + 1) * D));
         const turn = (rows) => (c.positions === "rope" ? rows.map((row, p) => rotate(row, p, c.rope_base)) : rows);
         const [qh, kh, vh] = [turn(part(q)), turn(part(k)), part(v)];
-        return qh.map((query, i) => {
-          const row = new Float64Array(L);
-          for (let j = 0; j <= i; j++) row[j] = dot(query, kh[j]) / Math.sqrt(D);
-          const top = Math.max(...row.subarray(0, i + 1));
-          let total = 0;
-          for (let j = 0; j <= i; j++) {
-            row[j] = Math.exp(row[j] - top);
-            total += row[j];
-          }
-          for (let j = 0; j <= i; j++) {
-            row[j] /= total;
-            for (let d = 0; d < D; d++) heads[i][head * D + d] += row[j] * vh[j][d];
-          }
-          return row;
+        const scores = qh.map((query, i) => kh.map((key, j) => (j <= i ? dot(query, key) / Math.sqrt(D) : 0)));
+        const rows = softmax(scores, 1, true); // causal: 0 above the diagonal
+        rows.forEach((row, i) => {
+          for (let j = 0; j <= i; j++) for (let d = 0; d < D; d++) heads[i][head * D + d] += row[j] * vh[j][d];
         });
+        return rows;
       });
       weights.push(layerWeights);
       x = residual(x, (_, i) => linear(heads[i], w("attn.out_proj.weight"), w("attn.out_proj.bias")));
@@ -336,12 +323,12 @@
     return i;
   }
 
-  // The ids after each new token, one step at a time (at most maxLength ids in all): the page
+  // The ids after each new token, one step at a time (at most MAX_TOKENS ids in all): the page
   // draws between two steps, so a long generation never freezes it.
-  function* generateSteps(model, ids, n, { temperature = 0, topK = 0, seed = 0, maxLength = MAX_TOKENS } = {}) {
+  function* generateSteps(model, ids, n, temperature, topK, seed) {
     const random = mulberry32(seed);
     const out = ids.slice();
-    for (let step = 0; step < n && out.length < maxLength; step++) {
+    for (let step = 0; step < n && out.length < MAX_TOKENS; step++) {
       out.push(nextToken(forward(model, out).logits[0], temperature, topK, random));
       yield out;
     }
@@ -559,7 +546,6 @@
         head.value = String(picked);
         update();
       });
-      table.dataset.sentence = s.text;
       root.dataset.tokens = JSON.stringify(s.ids);
     }
 
@@ -603,12 +589,10 @@
         causal.checked = own.causal;
       }
       const isModel = isModelFamily(family);
-      root.dataset.kind = family;
       root.querySelectorAll("[data-for]").forEach((e) => (e.hidden = !e.dataset.for.split(" ").includes(family)));
       temperature.min = isModel ? "0" : "0.1";
       causal.disabled = isModel; // (hidden outside the GloVe modes)
       if (isModel) causal.checked = true;
-      Object.assign(table.dataset, { sentence: sentence.value, mode: mode.value });
       const draw = { glove: updateGlove, lm: updateModel, induction: updateModel, minilm: updateEncoder }[family];
       if (models[family]) return draw(models[family]);
       [table, next, thumbs].forEach((e) => e.replaceChildren());
@@ -633,11 +617,8 @@
       const tokens = modelTokens(model, sentence.value);
       if (tokens.problem) return update();
       const n = Math.max(1, Math.min(64, Number(count.value) || 1));
-      const steps = generateSteps(model, tokens.ids, n, {
-        temperature: Number(temperature.value),
-        topK: Math.max(0, Math.floor(Number(topK.value) || 0)),
-        seed: Math.floor(Number(seed.value) || 0),
-      });
+      const [T, k] = [Number(temperature.value), Math.max(0, Math.floor(Number(topK.value) || 0))];
+      const steps = generateSteps(model, tokens.ids, n, T, k, Math.floor(Number(seed.value) || 0));
       root.dataset.busy = "true";
       generateButton.disabled = true;
       let out = tokens.ids;
@@ -693,10 +674,7 @@
     if ([...params.keys()].length) root.scrollIntoView({ block: "start" });
   }
 
-  window.AttentionExplorer = {
-    tokenize, wordTokens, joinWords, load, meanOfHeads, attentionWeights, forward, probabilities,
-    erf, mulberry32, nextToken, generateSteps,
-  };
+  window.AttentionExplorer = { wordTokens, load, forward };
 
   // Both scripts load async: the GloVe data is decoded while the page is still parsed, and
   // the explorer starts once both the data and the whole page's HTML are there (it does not
