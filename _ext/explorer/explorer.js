@@ -58,8 +58,7 @@
     const file = `${key}-explorer.js`;
     if (!loading[key]) {
       loading[key] = new Promise((resolve, reject) => {
-        const store = window[GLOBAL];
-        if (store && typeof store[key] === "string") return resolve();
+        if (typeof (window[GLOBAL] || {})[key] === "string") return resolve();
         // The page may already load it (an async script tag): wait for that one.
         const tag = [...document.scripts].find((s) => s.src && new URL(s.src).pathname.endsWith(`/${file}`));
         const script = tag || document.createElement("script");
@@ -93,8 +92,7 @@
     return [JSON.parse(new TextDecoder().decode(bytes.subarray(12, 12 + length))), 12 + length];
   }
 
-  // The numbers stored from `start` on as nbytes byte planes (all the low bytes first): each
-  // unsigned integer v read as f(v).
+  // The unsigned integers v from `start` on, nbytes byte planes (low bytes first), read as f(v).
   function fromPlanes(bytes, start, nbytes, f) {
     const n = (bytes.length - start) / nbytes;
     const values = new Float64Array(n);
@@ -247,9 +245,8 @@
     return y;
   }
 
-  // The model on the token ids: weights[layer][head] (L rows of L weights, 0 above the
-  // diagonal) and the logits of the next token at the last position (all positions with
-  // allLogits), as attnlib.LanguageModel(ids, need_weights=True) in eval mode.
+  // attnlib.LanguageModel(ids, need_weights=True) in eval mode: weights[layer][head] (L rows of
+  // L, 0 above the diagonal), the next token's logits (every position's with allLogits).
   function forward(model, ids, allLogits = false) {
     const c = model.config, t = model.tensors;
     const E = c.embed_dim, H = c.num_heads, D = E / H, L = ids.length, eps = c.norm_eps;
@@ -323,8 +320,7 @@
     return i;
   }
 
-  // The ids after each new token, one step at a time (at most MAX_TOKENS ids in all): the page
-  // draws between two steps, so a long generation never freezes it.
+  // The ids after each new token, one step at a time (at most MAX_TOKENS ids in all).
   function* generateSteps(model, ids, n, temperature, topK, seed) {
     const random = mulberry32(seed);
     const out = ids.slice();
@@ -345,9 +341,8 @@
     return node;
   }
 
-  // Heatmap colour of a cell: blue for positive values, red for negative (cosines only), as
-  // transparent as the value is small, so it reads on light and dark backgrounds (lighter
-  // colours in the theme's dark mode, where the background is near black).
+  // Heatmap colour: blue for positive values, red for negative (cosines only), as transparent
+  // as the value is small; lighter colours in the theme's dark mode (a near-black background).
   function colourOf(value) {
     const alpha = Math.min(1, Math.abs(value));
     const dark = document.documentElement.dataset.theme === "dark";
@@ -560,8 +555,7 @@
       const long = !tokens.problem && tokens.ids.length > MAX_TOKENS;
       const problem = tokens.problem || (long ? `At most ${MAX_TOKENS} tokens (the model's context); got ${tokens.ids.length}.` : "");
       if (problem) {
-        [table, next].forEach((e) => e.replaceChildren());
-        caption.textContent = "";
+        [table, next, caption].forEach((e) => e.replaceChildren());
         return setMessage(problem);
       }
       const among = `, not among the ${c.vocab_size.toLocaleString("en")} words of the model: read as ${c.unknown}.`;
@@ -595,8 +589,7 @@
       if (isModel) causal.checked = true;
       const draw = { glove: updateGlove, lm: updateModel, induction: updateModel, minilm: updateEncoder }[family];
       if (models[family]) return draw(models[family]);
-      [table, next, thumbs].forEach((e) => e.replaceChildren());
-      caption.textContent = "";
+      [table, next, thumbs, caption].forEach((e) => e.replaceChildren());
       root.dataset.busy = "true";
       setMessage(`Loading ${LOADING[family]}\u2026`);
       const loaded = family;
@@ -651,12 +644,7 @@
 
     sentence.value = texts[family];
     sentence.addEventListener("input", update);
-    sentence.addEventListener("keydown", (event) => {
-      if (event.key === "Enter") {
-        event.preventDefault();
-        update();
-      }
-    });
+    sentence.addEventListener("keydown", (event) => event.key === "Enter" && update());
     for (const control of [mode, temperature, causal, layer, head, encoderSentence]) {
       control.addEventListener("input", update);
       control.addEventListener("change", update);
@@ -676,9 +664,8 @@
 
   window.AttentionExplorer = { wordTokens, load, forward };
 
-  // Both scripts load async: the GloVe data is decoded while the page is still parsed, and
-  // the explorer starts once both the data and the whole page's HTML are there (it does not
-  // wait for the page's other scripts, as DOMContentLoaded would).
+  // Both scripts load async: the explorer starts once the GloVe data and the page's HTML are
+  // there (not waiting for the page's other scripts, as DOMContentLoaded would).
   const parsed = new Promise((resolve) => {
     if (document.readyState !== "loading") return resolve();
     document.addEventListener("readystatechange", () => resolve(), { once: true });
