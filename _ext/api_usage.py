@@ -130,8 +130,7 @@ def counts_for(dotted: str) -> Iterable[str]:
     parts = dotted.split(".")
     for end in range(len(parts), 0, -1):
         prefix = ".".join(parts[:end])
-        obj = resolve(prefix)
-        if obj is not None:
+        if (obj := resolve(prefix)) is not None:
             yield identity(prefix, obj)
             if inspect.isclass(obj) or inspect.isroutine(obj):
                 yield getattr(obj, "__module__", None) or prefix

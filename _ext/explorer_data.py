@@ -83,9 +83,8 @@ def book_words(root: Path = ROOT) -> set[str]:
     words: set[str] = set()
     for text in texts:
         words.update(text.lower().split(), _WORD.findall(text.lower()))
-    subset = root / "data" / "glove.6B.50d.subset.txt"
-    with subset.open(encoding="utf-8") as lines:
-        words.update(line.split(" ", 1)[0] for line in lines if line.strip())
+    subset = (root / "data" / "glove.6B.50d.subset.txt").read_text(encoding="utf-8")
+    words.update(line.split(" ", 1)[0] for line in subset.split("\n") if line.strip())
     return words
 
 
@@ -141,16 +140,9 @@ def encode(words: list[str], vectors: np.ndarray, heads: dict, step: float = STE
     count, dim = values.shape
     if count != len(words):
         raise ValueError(f"vectors must have one row per word ({len(words)}); got {count}")
-    header = {
-        "format": "attnlib explorer data, version 1",
-        "source": "attnlib.load_glove(): GloVe 6B, 50d (Pennington et al., 2014)",
-        "count": count,
-        "dim": dim,
-        "step": step,
-        "top_words": TOP_WORDS,
-        "words": words,
-        "heads": heads,
-    }
+    source = "attnlib.load_glove(): GloVe 6B, 50d (Pennington et al., 2014)"
+    header = {"format": "attnlib explorer data, version 1", "source": source, "count": count}
+    header.update(dim=dim, step=step, top_words=TOP_WORDS, words=words, heads=heads)
     return _pack(MAGIC, header, _to_planes(values, 3))
 
 
@@ -272,14 +264,8 @@ def encode_weights(model: dict, sentences: list[dict], weights: list[np.ndarray]
         table.append({**sentence, "offset": offset})
         chunks.append(np.rint(w / WEIGHT_STEP).ravel())
         offset += w.size
-    header = {
-        "format": "attnlib explorer attention weights, version 1",
-        "model": model,
-        "layers": int(layers),
-        "heads": int(heads),
-        "step": WEIGHT_STEP,
-        "sentences": table,
-    }
+    header = {"format": "attnlib explorer attention weights, version 1", "model": model}
+    header.update(layers=int(layers), heads=int(heads), step=WEIGHT_STEP, sentences=table)
     return _pack(WEIGHTS_MAGIC, header, _to_planes(np.concatenate(chunks), 2))
 
 
@@ -322,11 +308,8 @@ def build_minilm(root: Path = ROOT) -> bytes:
         weights.append(torch.stack(layers).numpy())  # (layers, H, L, L)
     if not sentences:
         raise ValueError(f"{root / SENTENCES} holds no sentence")
-    info = {
-        "name": "all-MiniLM-L6-v2",
-        "source": "attnlib.pretrained.load_minilm() (sentence-transformers, Apache-2.0)",
-        "embed_dim": model.embed_dim,
-    }
+    source = "attnlib.pretrained.load_minilm() (sentence-transformers, Apache-2.0)"
+    info = {"name": "all-MiniLM-L6-v2", "source": source, "embed_dim": model.embed_dim}
     return encode_weights(info, sentences, weights)
 
 

@@ -67,8 +67,7 @@ def alt_text(image: nodes.image) -> str | None:
     node = image.parent
     while node is not None and not isinstance(node, nodes.section):
         caption = node.next_node(nodes.caption) if isinstance(node, nodes.figure) else None
-        text = re.sub(r"\s+", " ", plain_text(caption)).strip() if caption else ""
-        if text:
+        if caption and (text := re.sub(r"\s+", " ", plain_text(caption)).strip()):
             return text
         node = node.parent
     title = node.next_node(nodes.title) if node is not None else None
