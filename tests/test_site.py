@@ -98,8 +98,7 @@ else:
 
 
 def watch(tab):
-    """Record in ``tab.errors`` console errors, exceptions, HTTP errors (but for the favicon.ico
-    a phone asks for), in ``tab.external`` requests to other hosts (the browser cannot resolve)."""
+    """Record console errors, exceptions, HTTP errors (but favicon.ico's) in ``tab.errors``."""
     tab.errors, tab.external = [], []
 
     def console(message):
@@ -110,7 +109,7 @@ def watch(tab):
         if response.status >= 400 and not response.url.endswith("/favicon.ico"):
             tab.errors.append(f"HTTP {response.status}: {response.url}")
 
-    def request(request):
+    def request(request):  # to other hosts (the browser cannot resolve them)
         url = urlsplit(request.url)
         if url.scheme in ("http", "https") and url.hostname != "127.0.0.1":
             tab.external.append(request.url)
@@ -178,8 +177,7 @@ NUMBERED = [
 
 
 def notebook_counts(notebook: Path) -> tuple[int, int]:
-    """The image outputs the built page of a notebook must show (myst-nb shows an output's first
-    MIME type in its priority order: a widget or a script before an image), and its exercises."""
+    """Its image outputs (not those a widget or script outranks in myst-nb), and its exercises."""
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     images = {"image/svg+xml", "image/png", "image/jpeg", "image/gif"}
     outranking = {"application/vnd.jupyter.widget-view+json", "application/javascript"}
@@ -194,8 +192,7 @@ def notebook_counts(notebook: Path) -> tuple[int, int]:
     return figures, markdown.count("```{exercise}")
 
 
-# Words of table cells drawn on more than one line, as "cell text: word". A word is what lies
-# between spaces, hyphens and slashes ("self-" / "attention" is a fine line break).
+# Words of table cells drawn on two lines ("cell: word"; "self-" / "attention" is a fine break).
 BROKEN_WORDS = r"""() => {
     const broken = [];
     for (const cell of document.querySelectorAll('article table td, article table th')) {
@@ -240,8 +237,7 @@ def assert_fits(tab) -> None:
     assert not (broken := tab.evaluate(BROKEN_WORDS)), f"words broken in table cells: {broken}"
 
 
-# Raw TeX that MathJax should have replaced: $$, \( \) \[ \], \begin{...}, and $...$
-# holding a backslash, ^ or _ (so that a price like "$5" is not taken for math).
+# Raw TeX left untypeset: $$, \( \) \[ \], \begin{, $...$ holding \, ^ or _ (not "$5").
 RAW_TEX = re.compile(r"\$\$|\\[()\[\]]|\\begin\{|\$[^$\n]*[\\^_][^$\n]*\$")
 
 MATH_REPORT = r"""() => {
@@ -251,12 +247,10 @@ MATH_REPORT = r"""() => {
     const failed = [...document.querySelectorAll('mjx-merror, [data-mjx-error]')]
         .map(el => el.getAttribute('data-mjx-error') || el.textContent.slice(0, 80));
     // An undefined macro is typeset as itself in red (MathJax's noundefined package).
-    const startup = window.MathJax && window.MathJax.startup;
-    if (startup && startup.document && startup.toMML) {
-        for (const item of startup.document.math) {
-            const mml = startup.toMML(item.root);
-            if (/<merror|<mtext mathcolor="red">\\/.test(mml)) failed.push(item.math.trim());
-        }
+    const startup = window.MathJax?.startup;
+    for (const item of startup?.toMML && startup.document ? startup.document.math : []) {
+        const mml = startup.toMML(item.root);
+        if (/<merror|<mtext mathcolor="red">\\/.test(mml)) failed.push(item.math.trim());
     }
     const article = (document.querySelector('article') || document.body).cloneNode(true);
     article.querySelectorAll('pre, code, script, style, mjx-container, .highlight')
@@ -318,6 +312,12 @@ def test_page_renders_offline(page, site_url, doc):
     assert not any(broken), f"images that did not load: {broken}"
     assert_fits(page)
     _shot(page, doc)  # the top of the page
+    assert [part["numbered"] for part in TOC["parts"][:3]] == [True, True, True]
+    captions = _each(page, "nav.bd-links p.caption .caption-text", "e.textContent.trim()")
+    assert captions == [part["caption"] for part in TOC["parts"]], "the TOC's parts"
+    links = _each(page, "nav.bd-links a.reference", "e.textContent.trim()")
+    assert "3. Scaled dot-product attention" in links, links
+    assert not [t for t in links if re.match(r"\d+\. \d+\.", t)], "a number twice"
     if notebook.exists():
         figures, exercises = notebook_counts(notebook)  # every image output shown, ...
         shown = page.locator("article .cell_output img").count()
@@ -387,16 +387,12 @@ def test_page_renders_offline(page, site_url, doc):
     heaviest = sorted(files, key=lambda file: -file[1])[:5]
     assert weight <= 3_000_000, f"{doc} weighs {weight:,} bytes: {heaviest}"
     assert_clean(page)
-
-
-def test_toc_is_in_numbered_parts(page, site_url):
-    assert [part["numbered"] for part in TOC["parts"][:3]] == [True, True, True]
-    page.goto(f"{site_url}/intro.html")
-    captions = _each(page, "nav.bd-links p.caption .caption-text", "e.textContent.trim()")
-    assert captions == [part["caption"] for part in TOC["parts"]]
-    links = _each(page, "nav.bd-links a.reference", "e.textContent.trim()")
-    assert "3. Scaled dot-product attention" in links, links
-    assert not [t for t in links if re.match(r"\d+\. \d+\.", t)], "a number twice"
+    if doc == "chapters/02_cosine_similarity":  # offline, Live Code says it needs the network
+        page.locator(".dropdown-launch-buttons button[onclick*='initThebe']").click()
+        button = page.locator(".thebe-launch-button")  # (_static/thebe-offline.js)
+        button.filter(has_text="needs the network").wait_for(timeout=25_000)
+        text = button.text_content()
+        assert "Loading thebe" not in text and "download" in text, text
 
 
 # ---- on a phone, and opened as files ------------------------------------------------------
@@ -442,16 +438,14 @@ def _close(tab, dialog: str) -> None:
     ("doc", "how"), [(doc, "served") for doc in PAGES] + [(doc, "file") for doc in FILE_PAGES]
 )
 def test_page_reads_on_a_phone(page, base_urls, doc, how):
-    """Real alt texts; shrunken figures (Fig. 3.3's digits were 4.5 CSS px) open at full size; the
-    menu and contents buttons open dialogs that Escape closes (pydata-sphinx-theme #2451:
-    `_static/sidebar-toggles.js`), as does a tap on a section, scrolling to it."""
+    """Real alt texts; shrunken figures open at full size; the menu and contents open dialogs that
+    Escape or a tap on a section close (pydata-sphinx-theme #2451: _static/sidebar-toggles.js)."""
     tab = _open(page, f"{base_urls[how]}/{doc}.html")
     assert_fits(tab)
     assert not (bad := tab.evaluate(BAD_ALTS)), f"images without a real alt text: {bad}"
     if how == "served":
         _shot(tab, doc, SCREENSHOTS / "phone")
-        # Each image shown below 80 % of its size links to its file, shown at full size by the
-        # browser (8 pt digits are 11 CSS px there).
+        # Images below 80 % of their size (Fig. 3.3's digits were 4.5 CSS px) link to their file.
         tab.evaluate(LOAD_IMAGES)  # every image, the lazy ones too
         shrunken = [f for f in tab.evaluate(SHRUNKEN_FIGURES) if f["scale"] < 0.8]
         assert shrunken or doc not in SHRUNKEN, "no figure is shrunken: the test checks nothing"
@@ -494,17 +488,6 @@ def test_menu_button_collapses_the_navigation_at_1280(page, base_urls, how):
     sidebar.wait_for(state="visible", timeout=3_000)
 
 
-def test_live_code_says_it_needs_the_network(page, site_url):
-    """Offline, "Live Code" says it needs the network (`_static/thebe-offline.js`)."""
-    tab = _open(page, f"{site_url}/chapters/02_cosine_similarity.html")
-    tab.click("button[aria-label='Launch interactive content']")
-    tab.locator(".dropdown-launch-buttons button[onclick*='initThebe']").click()
-    button = tab.locator(".thebe-launch-button")
-    button.filter(has_text="needs the network").wait_for(timeout=25_000)
-    text = button.text_content()
-    assert "Loading thebe" not in text and re.search(r"download", text), text
-
-
 @on_a_phone
 @pytest.mark.parametrize(
     ("doc", "entry", "least"), [("genindex", "li", 100), ("py-modindex", "tr", 10)]
@@ -519,8 +502,7 @@ def test_the_indexes_fit_a_phone(page, site_url, doc, entry, least):
 
 
 # ---- the attention explorer ---------------------------------------------------------------
-# It computes in the page, from data written at build time (_ext/explorer_data.py): attnlib's
-# weights to 1e-3 in the GloVe modes, the models' logits and weights to 1e-4.
+# It computes in the page from data written at build time (_ext/explorer_data.py).
 
 EXPLORER_TOLERANCE, MODEL_TOLERANCE = 1e-3, 1e-4
 SENTENCE = "I must go back to my ship and to my crew"
@@ -700,9 +682,8 @@ def test_explorer_names_unknown_words(explorer, mode, text, unknown, good, rows)
 
 
 def test_explorer_is_usable_within_seconds(new_context, site_url, explorer):
-    """From the navigation's start to the first table, the best of three fresh loads: the target
-    is 2 s, but on a shared 2-core machine a timing measures the machine as much as the page
-    (2.3 s on a quiet fresh clone, 1.6-1.9 s here): fail on a page that hangs, at 3x that."""
+    """From the navigation's start to the first table, the best of three fresh loads: 2 s is the
+    target, but a shared 2-core machine slows it (2.3 s on a fresh clone): fail at 3x the target."""
     times = [explorer.ready_ms]
     for _ in range(2):
         times.append(_open_explorer(watch(new_context().new_page()), site_url).ready_ms)
@@ -789,8 +770,7 @@ def _compare_every_head(tab, weights) -> None:
 
 @pytest.mark.parametrize(("kind", "text"), MODEL_PROMPTS)
 def test_explorer_models_match_attnlib(explorer, kind, text):
-    """The page's forward pass (every position's logits, every head's weights), its tables
-    of every head, and its ten next words are attnlib's."""
+    """The page's forward pass (all logits and weights), every head's table, its ten next words."""
     import torch
 
     ids = _model_ids(kind, text)
@@ -804,13 +784,9 @@ def test_explorer_models_match_attnlib(explorer, kind, text):
     }""",
         [kind, ids],
     )
-    page_logits = torch.tensor(page["logits"], dtype=torch.float64)
-    page_weights = torch.tensor(page["weights"], dtype=torch.float64)  # (layers, H, L, L)
-    assert page_logits.shape == logits.shape and page_weights.shape[1:] == weights[0].shape
-    logit_gap = (page_logits - logits.double()).abs().max().item()
-    weight_gap = (page_weights - torch.stack(weights).double()).abs().max().item()
-    assert logit_gap <= MODEL_TOLERANCE, f"logits differ from attnlib's by {logit_gap:.2e}"
-    assert weight_gap <= MODEL_TOLERANCE, f"weights differ from attnlib's by {weight_gap:.2e}"
+    close = functools.partial(torch.testing.assert_close, rtol=0, atol=MODEL_TOLERANCE)
+    close(torch.tensor(page["logits"], dtype=torch.float64), logits.double())
+    close(torch.tensor(page["weights"], dtype=torch.float64), torch.stack(weights).double())
     _set_model(explorer, kind, text)
     assert _tokens(explorer) == ids
     model, words = _model(kind)
@@ -955,8 +931,7 @@ def test_explorer_modes_start_from_their_own_defaults(page, site_url):
 
 
 # ---- the explorer's MiniLM mode: a trained encoder's stored heads ---------------------------
-# all-MiniLM-L6-v2's weights on data/encoder_sentences.txt, computed at build time (checked by
-# tests/test_explorer_data.py), only shown: every cell the stored number, every label its token.
+# all-MiniLM-L6-v2's weights, computed at build time (tests/test_explorer_data.py), only shown.
 
 
 def _set_minilm(tab, sentence: int, layer: int, head) -> None:
@@ -1021,29 +996,7 @@ def test_explorer_minilm_shows_the_stored_heads_with_their_tokens(page, base_url
     assert_clean(tab)
 
 
-def test_explorer_page_with_every_mode_is_under_10_mb(page, site_url):
-    """The page and all it loads, from the site, then each mode's data: at most 10 MB, the
-    explorer's own (its script, style and data) at most 8 MB."""
-    sizes: dict[str, int] = {}
-    page.on("requestfinished", lambda r: sizes.__setitem__(r.url, r.sizes()["responseBodySize"]))
-    tab = _open_explorer(page, site_url)
-    tab.wait_for_load_state("networkidle")
-    for mode in ("minilm", "lm", "induction"):
-        tab.select_option("#explorer-mode", mode)
-        _wait_idle(tab)
-        tab.wait_for_selector("#explorer-weights td")
-    tab.wait_for_load_state("networkidle")
-    names = {urlsplit(url).path.rsplit("/", 1)[-1] for url in sizes}
-    keys = ("glove", "lm", "induction", "minilm")
-    assert names >= {f"{key}-explorer.js" for key in keys}, sorted(names)
-    data = {url: n for url, n in sizes.items() if "/_static/explorer/" in url}
-    assert sum(data.values()) <= 8_000_000, f"the explorer's files: {data}"
-    assert sum(sizes.values()) <= 10_000_000, f"the page loads {sum(sizes.values()):,} bytes"
-    assert_clean(tab)
-
-
-# The explorer's box on the page, and its texts (and, `cells`, its heatmap's digits) whose
-# WCAG contrast with what is drawn behind them is below 4.5:1.
+# The explorer's box, and its texts and heatmap digits (`cells`) of WCAG contrast below 4.5:1.
 FIT_REPORT = r"""() => {
     const parse = c => (c.match(/[\d.]+/g) || []).map(Number);
     const lum = rgb => {
@@ -1074,8 +1027,7 @@ FIT_REPORT = r"""() => {
         innerWidth: window.innerWidth, pageWidth: document.documentElement.scrollWidth,
         appRight: box.right, appLeft: box.left, appOverflow: app.scrollWidth - app.clientWidth,
         lowContrast: texts.filter(el => contrast(el) < 4.5)
-            .map(el => `${el.tagName} '${el.textContent.trim().slice(0, 30)}' `
-                + contrast(el).toFixed(1)),
+            .map(el => `${el.tagName} '${el.textContent.trim().slice(0, 30)}'`),
         cells: [...document.querySelectorAll('#explorer-weights td')].map(cell)
             .filter(ratio => ratio < 4.5),
     };
@@ -1087,7 +1039,10 @@ FIT_REPORT = r"""() => {
 @pytest.mark.parametrize("how", ["served", "file"])
 def test_explorer_fits_a_phone_and_reads_in_both_themes(page, base_urls, how, dark):
     """In every mode it fits the width, and its texts and heatmap digits (white on a mid-blue
-    cell were 2.56:1) contrast 4.5:1 with their background, at T = 0.3, 3 and 1."""
+    cell were 2.56:1) contrast 4.5:1 with their background, at T = 0.3, 3 and 1. Served, the page
+    with every mode's data loads at most 10 MB, the explorer's files (script, style, data) 8 MB."""
+    sizes: dict[str, int] = {}
+    page.on("requestfinished", lambda r: sizes.__setitem__(r.url, r.sizes()["responseBodySize"]))
     tab = _open_explorer(page, base_urls[how], dark=dark)
     if dark:
         assert tab.evaluate("() => document.documentElement.dataset.theme") == "dark"
@@ -1107,6 +1062,13 @@ def test_explorer_fits_a_phone_and_reads_in_both_themes(page, base_urls, how, da
         assert not report["lowContrast"], f"{mode}, {theme}: hard to read: {report['lowContrast']}"
         assert not report["cells"], f"{mode} {text}, {theme}: digits hard to read: {report}"
         _shot(tab.locator("#explorer-app"), f"explorer-390-{how}-{theme}-{mode}")
+    if how == "served":
+        tab.wait_for_load_state("networkidle")
+        names = {urlsplit(url).path.rsplit("/", 1)[-1] for url in sizes}
+        assert names >= {f"{key}-explorer.js" for key in ("glove", "lm", "induction", "minilm")}
+        data = {url: n for url, n in sizes.items() if "/_static/explorer/" in url}
+        assert sum(data.values()) <= 8_000_000, f"the explorer's files: {data}"
+        assert sum(sizes.values()) <= 10_000_000, f"the page loads {sum(sizes.values()):,} bytes"
     assert_clean(tab)
 
 
@@ -1263,23 +1225,12 @@ def test_search_quotes_the_article_or_says_why_not(page, base_urls, how):
 # ---- the API reference --------------------------------------------------------------------
 
 API_PAGE = "chapters/api"
-# DESIGN.md's `attnlib` table, as the ids autodoc gives each entry's <dt>.
-API_NAMES = [
-    f"attnlib.{name}"
-    for name in """
-    Embeddings Embeddings.matrix Embeddings.most_similar load_glove read_glove_text tokenize
-    cosine_similarity cosine_matrix softmax attention_weights scaled_dot_product_attention
-    causal_mask SelfAttention SelfAttention.forward MultiHeadAttention
-    MultiHeadAttention.forward NaiveMultiHeadAttention NaiveMultiHeadAttention.forward
-    convert.from_torch convert.to_torch convert.from_keras convert.to_keras
-    convert.naive_from_fused convert.fused_from_naive efficient.tiled_attention
-    display.print_weights display.plot_weights display.plot_heads positions.sinusoidal_encoding
-    positions.rotary_embedding positions.alibi_bias decoding.KVCache
-    decoding.sliding_window_mask GloVe GloVe.get_vecs_by_tokens tokenizer.SentenceVocabulary
-    tokenizer.SentenceVocabulary.encode tokenizer.SentenceVocabulary.decode
-""".split()
-]
-# The modules of DESIGN.md's table: automodule gives each an anchor id "module-<name>".
+# Methods the chapters use, by the id autodoc gives each entry's <dt> (the test checks every name
+# of attnlib.__all__, and of its modules' __all__, too).
+API_METHODS = """Embeddings.matrix Embeddings.most_similar SelfAttention.forward
+    MultiHeadAttention.forward NaiveMultiHeadAttention.forward GloVe.get_vecs_by_tokens
+    tokenizer.SentenceVocabulary.encode tokenizer.SentenceVocabulary.decode""".split()
+# The modules the book presents: automodule gives each an anchor id "module-<name>".
 API_MODULES = [
     f"attnlib.{name}"
     for name in """embeddings similarity attention multihead convert efficient display positions
@@ -1304,8 +1255,8 @@ def test_api_reference_lists_every_public_name(page, site_url):
     import attnlib
 
     page.goto(f"{site_url}/{API_PAGE}.html")
-    for name in API_NAMES:
-        assert page.locator(f'dt.sig-object[id="{name}"]').count() == 1, f"no entry {name}"
+    for name in API_METHODS:
+        assert page.locator(f'dt.sig-object[id="attnlib.{name}"]').count() == 1, f"no {name}"
     for module in API_MODULES:
         assert page.locator(f'[id="module-{module}"]').count() == 1, f"no module {module}"
         anchor = f'[id="module-{module}"]'  # the section's id, or a target in it
@@ -1332,8 +1283,7 @@ def test_api_reference_lists_every_public_name(page, site_url):
 
 
 def test_chapters_link_names_to_the_api_reference():
-    """The chapters' mentions of attnlib names link to the API page (_ext/api_usage.py's
-    LinkMentions), and every such link has its entry."""
+    """Chapters link attnlib names to their API entries (_ext/api_usage.py's LinkMentions)."""
     ids = set(re.findall(r'\bid="([^"]+)"', (SITE / "chapters" / "api.html").read_text()))
     for page, name in [
         ("03_scaled_dot_product_attention", "attnlib.scaled_dot_product_attention"),
