@@ -1,9 +1,6 @@
-"""The built book (`_build/html`) as readers meet it, in headless Chromium with the network off:
-every page of `_toc.yml` at 1280 px and on a phone, served on 127.0.0.1 and (a few) as file://,
-the attention explorer against attnlib in every mode, each heatmap's link to it, search and the
-API reference. Screenshots: `_build/screenshots/`. Without Chromium, pytest-playwright or a built
-site the browser tests skip, saying why (or fail, where the environment variable CI is set).
-"""
+"""The built book (`_build/html`) in offline headless Chromium, at 1280 px and on a phone, served
+and as file://; screenshots in `_build/screenshots/`. Without Chromium, pytest-playwright or a
+built site the browser tests skip (fail, where CI is set)."""
 
 import functools
 import http.server
@@ -14,7 +11,7 @@ import shutil
 import threading
 from html import unescape
 from pathlib import Path
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 
 import pytest
 import yaml
@@ -66,7 +63,6 @@ def site_url():
 
 @pytest.fixture(scope="session")
 def base_urls(site_url):
-    """The site's root, served and as files."""
     return {"served": site_url, "file": SITE.resolve().as_uri()}
 
 
@@ -100,8 +96,7 @@ else:
 
 
 def watch(tab):
-    """Record in ``tab.errors`` console errors, exceptions, HTTP errors (but for the favicon.ico
-    a phone asks for), in ``tab.external`` requests to other hosts (the browser cannot resolve)."""
+    """Record console errors, exceptions, HTTP errors (but favicon.ico's) in ``tab.errors``."""
     tab.errors, tab.external = [], []
 
     def console(message):
@@ -112,7 +107,7 @@ def watch(tab):
         if response.status >= 400 and not response.url.endswith("/favicon.ico"):
             tab.errors.append(f"HTTP {response.status}: {response.url}")
 
-    def request(request):
+    def request(request):  # to other hosts (the browser cannot resolve them)
         url = urlsplit(request.url)
         if url.scheme in ("http", "https") and url.hostname != "127.0.0.1":
             tab.external.append(request.url)
@@ -169,16 +164,7 @@ def toc_pages(entry: dict) -> list[str]:
     return pages
 
 
-def source_of(page: str) -> Path:
-    """The source file of a page: its notebook, or its Markdown file."""
-    for path in (ROOT / f"{page}.ipynb", ROOT / f"{page}.md"):
-        if path.exists():
-            return path
-    raise FileNotFoundError(f"page {page!r} of _toc.yml has no .ipynb or .md source")
-
-
 PAGES = [TOC["root"], *toc_pages(TOC)]
-CHAPTER_PAGES = [page for page in PAGES if source_of(page).suffix == ".ipynb"]
 EXPLORER_PAGE = "chapters/attention_explorer"
 # Opened as files too: the front page, a chapter with math, figures and tables, the explorer.
 FILE_PAGES = [p for p in PAGES if p in ("intro", "chapters/02_cosine_similarity", EXPLORER_PAGE)]
@@ -186,16 +172,15 @@ FILE_PAGES = [p for p in PAGES if p in ("intro", "chapters/02_cosine_similarity"
 NUMBERED = [
     c["file"] for p in TOC.get("parts", []) if p.get("numbered") for c in p.get("chapters", [])
 ]
-# myst-nb shows the first of these an output has (its HTML priority order).
-IMAGE_MIMES = ("image/svg+xml", "image/png", "image/jpeg", "image/gif")
-OUTRANKING_IMAGES = ("application/vnd.jupyter.widget-view+json", "application/javascript")
 
 
 def notebook_counts(notebook: Path) -> tuple[int, int]:
-    """The image outputs the built page of a notebook must show, and its exercises."""
+    """Its image outputs (not those a widget or script outranks in myst-nb), and its exercises."""
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    images = {"image/svg+xml", "image/png", "image/jpeg", "image/gif"}
+    outranking = {"application/vnd.jupyter.widget-view+json", "application/javascript"}
     figures = sum(
-        any(m in data for m in IMAGE_MIMES) and not any(m in data for m in OUTRANKING_IMAGES)
+        bool(images & data.keys()) and not outranking & data.keys()
         for cell in cells
         if cell["cell_type"] == "code"
         and not {"remove-cell", "remove-output"} & set(cell.get("metadata", {}).get("tags", []))
@@ -205,26 +190,7 @@ def notebook_counts(notebook: Path) -> tuple[int, int]:
     return figures, markdown.count("```{exercise}")
 
 
-EXTERNAL_ASSET = re.compile(
-    r"<script\b[^>]*\bsrc=\"(https?:)?//[^\"]+\"|<link\b[^>]*\bhref=\"(https?:)?//[^\"]+\"[^>]*>"
-)
-
-
-def test_no_page_loads_assets_from_other_hosts():
-    """No <script src> or <link href> (stylesheet, preload, ...) points off the site."""
-    needs_site()
-    offenders = []
-    for html in sorted(SITE.rglob("*.html")):
-        for match in EXTERNAL_ASSET.finditer(html.read_text(encoding="utf-8")):
-            tag = match.group(0)
-            if tag.startswith("<link") and re.search(r'rel="(canonical|alternate)"', tag):
-                continue  # a link to elsewhere, not something the page loads
-            offenders.append(f"{html.relative_to(SITE)}: {tag}")
-    assert not offenders, "pages load assets from other hosts:\n" + "\n".join(offenders)
-
-
-# Words of table cells drawn on more than one line, as "cell text: word". A word is what lies
-# between spaces, hyphens and slashes ("self-" / "attention" is a fine line break).
+# Words of table cells drawn on two lines ("cell: word"; "self-" / "attention" is a fine break).
 BROKEN_WORDS = r"""() => {
     const broken = [];
     for (const cell of document.querySelectorAll('article table td, article table th')) {
@@ -256,11 +222,8 @@ WIDTH_REPORT = r"""() => {
         return false;
     };
     const culprits = scroll <= width ? [] : [...document.querySelectorAll('body *')]
-        .filter(el => { const r = el.getBoundingClientRect();
-            return r.right > width + 1 && r.width > 0 && !clipped(el); })
-        .map(el => `${el.tagName.toLowerCase()}.${[...el.classList].join('.')} `
-            + `right=${Math.round(el.getBoundingClientRect().right)}: `
-            + el.textContent.trim().slice(0, 50));
+        .filter(el => el.getBoundingClientRect().right > width + 1 && !clipped(el))
+        .map(el => `${el.tagName} ${el.className}: ${el.textContent.trim().slice(0, 50)}`);
     return {width, scroll, culprits: culprits.slice(-8)};
 }"""
 
@@ -272,8 +235,7 @@ def assert_fits(tab) -> None:
     assert not (broken := tab.evaluate(BROKEN_WORDS)), f"words broken in table cells: {broken}"
 
 
-# Raw TeX that MathJax should have replaced: $$, \( \) \[ \], \begin{...}, and $...$
-# holding a backslash, ^ or _ (so that a price like "$5" is not taken for math).
+# Raw TeX left untypeset: $$, \( \) \[ \], \begin{, $...$ holding \, ^ or _ (not "$5").
 RAW_TEX = re.compile(r"\$\$|\\[()\[\]]|\\begin\{|\$[^$\n]*[\\^_][^$\n]*\$")
 
 MATH_REPORT = r"""() => {
@@ -283,12 +245,10 @@ MATH_REPORT = r"""() => {
     const failed = [...document.querySelectorAll('mjx-merror, [data-mjx-error]')]
         .map(el => el.getAttribute('data-mjx-error') || el.textContent.slice(0, 80));
     // An undefined macro is typeset as itself in red (MathJax's noundefined package).
-    const startup = window.MathJax && window.MathJax.startup;
-    if (startup && startup.document && startup.toMML) {
-        for (const item of startup.document.math) {
-            const mml = startup.toMML(item.root);
-            if (/<merror|<mtext mathcolor="red">\\/.test(mml)) failed.push(item.math.trim());
-        }
+    const startup = window.MathJax?.startup;
+    for (const item of startup?.toMML && startup.document ? startup.document.math : []) {
+        const mml = startup.toMML(item.root);
+        if (/<merror|<mtext mathcolor="red">\\/.test(mml)) failed.push(item.math.trim());
     }
     const article = (document.querySelector('article') || document.body).cloneNode(true);
     article.querySelectorAll('pre, code, script, style, mjx-container, .highlight')
@@ -302,92 +262,16 @@ LOAD_IMAGES = """() => Promise.all([...document.querySelectorAll('img')].map(img
     return img.complete ? null : new Promise(done => { img.onload = img.onerror = done; });
 })).then(() => true)"""
 
-# Every FontAwesome icon drawn (a glyph before it, from the theme's webfonts, now loaded).
-ICON_REPORT = """() => document.fonts.ready.then(() => ({
-    missing: [...document.querySelectorAll('i[class*="fa-"], span[class*="fa-"]')]
-        .filter(i => ['none', 'normal', '""'].includes(getComputedStyle(i, '::before').content))
-        .map(i => i.className),
-    fonts: document.fonts.check('900 16px "Font Awesome 6 Free"')
-        && document.fonts.check('400 16px "Font Awesome 6 Brands"'),
-}))"""
-
-# What the page transferred: the document and every file it loaded (Resource Timing).
-WEIGHT_REPORT = """() => [...performance.getEntriesByType('navigation'),
-    ...performance.getEntriesByType('resource')].map(e => [e.name, e.transferSize])"""
-PAGE_WEIGHT_MAX = 3_000_000  # issue 36: a chapter page at most 3 MB, its figures included
-EXPLORER_DATA_URL = re.compile(r"/_static/explorer/\w+-explorer\.js")
-
-
-@pytest.mark.parametrize("doc", PAGES)
-def test_page_renders_offline(page, site_url, doc):
-    html = SITE / f"{doc}.html"
-    assert html.exists(), f"{doc!r} is in _toc.yml but {html} was not built"
-    source = source_of(doc)
-    _open(page, f"{site_url}/{doc}.html")
-    if page.locator(".math").count():  # _static/mathjax-chunks.js ran: typeset in batches
-        assert page.evaluate("() => window.MathJax.config.startup.typeset") is False
-    math = page.evaluate(MATH_REPORT)
-    assert not math["unrendered"], f"equations not typeset by MathJax: {math['unrendered']}"
-    assert not math["failed"], f"MathJax errors: {math['failed']}"
-    raw = sorted(set(RAW_TEX.findall(math["text"])))
-    assert not raw, f"raw TeX left in the page's text: {raw}"
-
-    page.evaluate(LOAD_IMAGES)
-    broken = _each(page, "article img", "e.complete && e.naturalWidth > 0 ? '' : e.src")
-    assert not any(broken), f"images that did not load: {broken}"
-    if source.suffix == ".ipynb":  # every image output of the notebook is shown
-        shown, expected = (
-            page.locator("article .cell_output img").count(),
-            notebook_counts(source)[0],
-        )
-        assert shown >= expected, f"{shown} figures of {expected}"
-    assert_fits(page)
-    _shot(page, doc)  # the top of the page
-    if doc in CHAPTER_PAGES:
-        _check_numbered_and_column(page, doc, source)
-        # The launch menu: Colab, Binder and Thebe, visible once it opens, on this notebook.
-        page.click("button[aria-label='Launch interactive content']")
-        menu = page.locator(".dropdown-launch-buttons .dropdown-menu")
-        menu.wait_for(state="visible")
-        notebook = f"{doc}.ipynb"
-        for name, selector in [
-            ("Colab", "a[href*='colab.research.google.com']"),
-            ("Binder", "a[href*='mybinder.org/v2/']"),
-            ("Live Code (Thebe)", "button[onclick*='initThebe']"),
-        ]:
-            item = menu.locator(selector)
-            assert item.count() == 1 and item.is_visible(), f"no {name} in the launch menu"
-            if selector.startswith("a["):
-                href = item.get_attribute("href")
-                assert href.endswith(notebook), f"launch link {href} does not open {notebook}"
-        _shot(page, f"{doc}.launch")
-        download = page.locator(f"a[href$='_sources/{notebook}']")  # the download menu
-        assert download.count() == 1, f"no download link to {notebook}"
-        target = (html.parent / download.get_attribute("href")).resolve()
-        assert target.is_file(), f"the download link points to a missing file: {target}"
-
-    icons = page.evaluate(ICON_REPORT)
-    assert not icons["missing"] and icons["fonts"], f"icons not drawn: {icons}"
-    # At most 3 MB with all the page loaded but the explorer's data (the models it runs: at
-    # most 8 MB, tested below; GloVe's 2.7 MB alone is more than the page's 2.2 MB).
-    page.wait_for_load_state("networkidle")
-    files = page.evaluate(WEIGHT_REPORT)
-    weight = sum(n for url, n in files if not EXPLORER_DATA_URL.search(url))
-    heaviest = sorted(files, key=lambda file: -file[1])[:5]
-    assert weight <= PAGE_WEIGHT_MAX, f"{doc} weighs {weight:,} bytes: {heaviest}"
-    assert_clean(page)
-
 
 LAYOUT_REPORT = r"""() => {
     const article = document.querySelector('article') || document.body;
     const shown = el => el.offsetParent !== null && el.getBoundingClientRect().height > 0;
     const text = el => el ? el.textContent : '';
-    const h1 = article.querySelector('h1'), heading = h1 ? h1.cloneNode(true) : null;
-    const number = h1 && h1.querySelector('.section-number');
-    if (heading) heading.querySelectorAll('.section-number, .headerlink').forEach(e => e.remove());
+    const heading = article.querySelector('h1')?.cloneNode(true);
+    const number = heading?.querySelector('.section-number')?.textContent.trim() ?? null;
+    heading?.querySelectorAll('.section-number, .headerlink').forEach(e => e.remove());
     return {
-        number: number ? number.textContent.trim() : null,
-        title: heading ? heading.textContent.trim() : null,
+        number, title: heading?.textContent.trim() ?? null,
         figures: [...article.querySelectorAll('figure')].map(f => ({
             number: text(f.querySelector('figcaption .caption-number')),
             caption: text(f.querySelector('figcaption .caption-text'))})),
@@ -407,46 +291,114 @@ LAYOUT_REPORT = r"""() => {
 }"""
 
 
-def _check_numbered_and_column(tab, page: str, source: Path) -> None:
-    """The TOC's number in the title (once), on every figure (with a caption: every plot is one)
-    and exercise; solutions closed until clicked; code and tables within the column; licence."""
-    if page == EXPLORER_PAGE:  # its table is filled once the vectors have loaded
-        tab.wait_for_selector("#explorer-weights td")
-    report = tab.evaluate(LAYOUT_REPORT)
-    prefix = f"{NUMBERED.index(page) + 1}." if page in NUMBERED else ""
-    if prefix:
-        assert report["number"] == prefix, report["number"]
-    assert not re.match(r"\d", report["title"] or ""), f"a number in the title: {report}"
-    assert report["loose_images"] == 0, "plots outside a numbered figure"
-    for figure in report["figures"]:
-        assert re.fullmatch(rf"Fig\. {re.escape(prefix)}\d+ ?", figure["number"]), figure
-        assert len(figure["caption"].strip()) > 10, f"no caption: {figure}"
-    expected = notebook_counts(source)[1]
-    numbers = [f"Exercise {prefix}{k} " for k in range(1, expected + 1)]
-    assert report["exercises"] == numbers, report["exercises"]
-    assert len(report["solutions_shown"]) == expected, "an exercise without a solution"
-    assert not any(report["solutions_shown"]), "a solution is open before it is clicked"
-    assert not report["too_wide"], f"wider than the column: {report['too_wide']}"
-    for button in tab.locator(".solution.admonition .toggle-button").all():
-        button.click()
-    opened = tab.evaluate(LAYOUT_REPORT)
-    assert all(opened["solutions_shown"]), "a solution does not open"
-    assert not opened["too_wide"], f"wider than the column: {opened['too_wide']}"
-    assert "CC BY 4.0" in report["footer"], report["footer"]
+@pytest.mark.parametrize("doc", PAGES)
+def test_page_renders_offline(page, site_url, doc):
+    html = SITE / f"{doc}.html"
+    assert html.exists(), f"{doc!r} is in _toc.yml but {html} was not built"
+    notebook = ROOT / f"{doc}.ipynb"  # a chapter's source (other pages' are Markdown)
+    _open(page, f"{site_url}/{doc}.html")
+    if page.locator(".math").count():  # _static/mathjax-chunks.js ran: typeset in batches
+        assert page.evaluate("() => window.MathJax.config.startup.typeset") is False
+    math = page.evaluate(MATH_REPORT)
+    assert not math["unrendered"], f"equations not typeset by MathJax: {math['unrendered']}"
+    assert not math["failed"], f"MathJax errors: {math['failed']}"
+    raw = sorted(set(RAW_TEX.findall(math["text"])))
+    assert not raw, f"raw TeX left in the page's text: {raw}"
 
-
-def test_toc_is_in_numbered_parts(page, site_url):
+    page.evaluate(LOAD_IMAGES)
+    broken = _each(page, "article img", "e.complete && e.naturalWidth > 0 ? '' : e.src")
+    assert not any(broken), f"images that did not load: {broken}"
+    assert_fits(page)
+    _shot(page, doc)  # the top of the page
     assert [part["numbered"] for part in TOC["parts"][:3]] == [True, True, True]
-    page.goto(f"{site_url}/intro.html")
     captions = _each(page, "nav.bd-links p.caption .caption-text", "e.textContent.trim()")
-    assert captions == [part["caption"] for part in TOC["parts"]]
+    assert captions == [part["caption"] for part in TOC["parts"]], "the TOC's parts"
     links = _each(page, "nav.bd-links a.reference", "e.textContent.trim()")
     assert "3. Scaled dot-product attention" in links, links
     assert not [t for t in links if re.match(r"\d+\. \d+\.", t)], "a number twice"
+    if notebook.exists():
+        figures, exercises = notebook_counts(notebook)  # every image output shown, ...
+        shown = page.locator("article .cell_output img").count()
+        assert shown >= figures, f"{shown} figures of {figures}"
+        # ... the TOC's number in the title (once), on every figure (each with a caption) and
+        # exercise; solutions closed until clicked; code and tables within the column; licence.
+        if doc == EXPLORER_PAGE:  # its table is filled once the vectors have loaded
+            page.wait_for_selector("#explorer-weights td")
+        report = page.evaluate(LAYOUT_REPORT)
+        prefix = f"{NUMBERED.index(doc) + 1}." if doc in NUMBERED else ""
+        if prefix:
+            assert report["number"] == prefix, report["number"]
+        assert not re.match(r"\d", report["title"] or ""), f"a number in the title: {report}"
+        assert report["loose_images"] == 0, "plots outside a numbered figure"
+        for figure in report["figures"]:
+            assert re.fullmatch(rf"Fig\. {re.escape(prefix)}\d+ ?", figure["number"]), figure
+            assert len(figure["caption"].strip()) > 10, f"no caption: {figure}"
+        numbers = [f"Exercise {prefix}{k} " for k in range(1, exercises + 1)]
+        assert report["exercises"] == numbers, report["exercises"]
+        assert len(report["solutions_shown"]) == exercises, "an exercise without a solution"
+        assert not any(report["solutions_shown"]), "a solution is open before it is clicked"
+        assert not report["too_wide"], f"wider than the column: {report['too_wide']}"
+        for button in page.locator(".solution.admonition .toggle-button").all():
+            button.click()
+        opened = page.evaluate(LAYOUT_REPORT)
+        assert all(opened["solutions_shown"]), "a solution does not open"
+        assert not opened["too_wide"], f"wider than the column: {opened['too_wide']}"
+        assert "CC BY 4.0" in report["footer"], report["footer"]
+        # The launch menu: Colab, Binder and Thebe, visible once it opens, on this notebook.
+        page.click("button[aria-label='Launch interactive content']")
+        menu = page.locator(".dropdown-launch-buttons .dropdown-menu")
+        menu.wait_for(state="visible")
+        thebe = menu.locator("button[onclick*='initThebe']")
+        assert thebe.count() == 1 and thebe.is_visible(), "no Live Code in the launch menu"
+        for selector in ("a[href*='colab.research.google.com']", "a[href*='mybinder.org/v2/']"):
+            item = menu.locator(selector)
+            assert item.count() == 1 and item.is_visible(), f"no {selector} in the launch menu"
+            href = item.get_attribute("href")
+            assert href.endswith(f"{doc}.ipynb"), f"launch link {href} opens another notebook"
+        _shot(page, f"{doc}.launch")
+        download = page.locator(f"a[href$='_sources/{doc}.ipynb']")  # the download menu
+        assert download.count() == 1, f"no download link to {doc}.ipynb"
+        target = (html.parent / download.get_attribute("href")).resolve()
+        assert target.is_file(), f"the download link points to a missing file: {target}"
+
+    # Every FontAwesome icon drawn (a glyph before it, from the theme's webfonts, now loaded).
+    icons = page.evaluate("""() => document.fonts.ready.then(() => ({
+        missing: [...document.querySelectorAll('i[class*="fa-"], span[class*="fa-"]')]
+            .filter(i => ['none', 'normal', '""'].includes(getComputedStyle(i, '::before').content))
+            .map(i => i.className),
+        fonts: document.fonts.check('900 16px "Font Awesome 6 Free"')
+            && document.fonts.check('400 16px "Font Awesome 6 Brands"'),
+    }))""")
+    assert not icons["missing"] and icons["fonts"], f"icons not drawn: {icons}"
+    # At most 3 MB transferred (issue 36), all loaded but the explorer's data (its models: at
+    # most 8 MB, tested below; GloVe's 2.7 MB alone is more than the page's 2.2 MB).
+    page.wait_for_load_state("networkidle")
+    files = page.evaluate("""() => [...performance.getEntriesByType('navigation'),
+        ...performance.getEntriesByType('resource')].map(e => [e.name, e.transferSize])""")
+    explorer = any("/_static/explorer/" in url for url, _ in files)
+    assert explorer == (doc == EXPLORER_PAGE), "the explorer's files load on its page only"
+    weight = sum(n for url, n in files if not re.search(r"/explorer/\w+-explorer\.js", url))
+    heaviest = sorted(files, key=lambda file: -file[1])[:5]
+    assert weight <= 3_000_000, f"{doc} weighs {weight:,} bytes: {heaviest}"
+    assert_clean(page)
+    if doc == "chapters/02_cosine_similarity":  # offline, Live Code says it needs the network
+        page.locator(".dropdown-launch-buttons button[onclick*='initThebe']").click()
+        button = page.locator(".thebe-launch-button")  # (_static/thebe-offline.js)
+        button.filter(has_text="needs the network").wait_for(timeout=25_000)
+        text = button.text_content()
+        assert "Loading thebe" not in text and "download" in text, text
 
 
 # ---- on a phone, and opened as files ------------------------------------------------------
 
+SHRUNKEN_FIGURES = r"""() => [...document.querySelectorAll('article img')]
+    .filter(img => img.naturalWidth > 0)
+    .map(img => {
+        // a 2x ("retina") PNG declares its size in CSS pixels; others are drawn 1:1
+        const natural = Number(img.getAttribute('width')) || img.naturalWidth;
+        return {src: img.getAttribute('src'), scale: img.getBoundingClientRect().width / natural,
+                opens: img.closest('a')?.getAttribute('href') === img.getAttribute('src')};
+    })"""
 # Images of the article whose alt text is missing, a file name or a path (`_ext/figure_alt.py`
 # gives each its figure's caption).
 BAD_ALTS = r"""() => [...document.querySelectorAll('article img')]
@@ -454,6 +406,7 @@ BAD_ALTS = r"""() => [...document.querySelectorAll('article img')]
     .filter(({src, alt}) => alt.length < 10 || /\.(png|jpe?g|gif|svg|webp)$/i.test(alt)
         || alt.includes('_images/') || alt === src)
     .map(({src, alt}) => `${src}: alt="${alt}"`)"""
+SHRUNKEN = ("chapters/03_scaled_dot_product_attention", "chapters/cross_attention")  # on a phone
 MENU, CONTENTS = ".bd-header-article .primary-toggle", ".bd-header-article .secondary-toggle"
 MENU_DIALOG, CONTENTS_DIALOG = "#pst-primary-sidebar-modal", "#pst-secondary-sidebar-modal"
 
@@ -462,10 +415,8 @@ def _dialog_opened(tab, button: str, dialog: str) -> dict:
     """Click `button`; wait for `dialog` to open; its box and how many links it shows."""
     tab.locator(button).click()
     expect(tab.locator(dialog)).to_have_js_property("open", True)
-    return {
-        **tab.locator(dialog).bounding_box(),
-        "links": tab.locator(f"{dialog} a:visible").count(),
-    }
+    box = tab.locator(dialog).bounding_box()
+    return {**box, "links": tab.locator(f"{dialog} a:visible").count()}
 
 
 def _close(tab, dialog: str) -> None:
@@ -478,13 +429,21 @@ def _close(tab, dialog: str) -> None:
     ("doc", "how"), [(doc, "served") for doc in PAGES] + [(doc, "file") for doc in FILE_PAGES]
 )
 def test_page_reads_on_a_phone(page, base_urls, doc, how):
-    """Real alt texts; the menu and contents buttons open dialogs that Escape closes
-    (pydata-sphinx-theme #2451: `_static/sidebar-toggles.js`)."""
+    """Real alt texts; shrunken figures open at full size; the menu and contents open dialogs that
+    Escape or a tap on a section close (pydata-sphinx-theme #2451: _static/sidebar-toggles.js)."""
     tab = _open(page, f"{base_urls[how]}/{doc}.html")
     assert_fits(tab)
     assert not (bad := tab.evaluate(BAD_ALTS)), f"images without a real alt text: {bad}"
     if how == "served":
         _shot(tab, doc, SCREENSHOTS / "phone")
+        # Images below 80 % of their size (Fig. 3.3's digits were 4.5 CSS px) link to their file.
+        tab.evaluate(LOAD_IMAGES)  # every image, the lazy ones too
+        shrunken = [f for f in tab.evaluate(SHRUNKEN_FIGURES) if f["scale"] < 0.8]
+        assert shrunken or doc not in SHRUNKEN, "no figure is shrunken: the test checks nothing"
+        closed = [f["src"] for f in shrunken if not f["opens"]]
+        assert not closed, f"shrunken figures that do not open at full size: {closed}"
+        for response in [tab.request.get(urljoin(tab.url, f["src"])) for f in shrunken[:1]]:
+            assert response.ok and response.headers["content-type"].startswith("image/")
     assert tab.locator(MENU).is_visible(), "no menu button on a phone"
     opened = _dialog_opened(tab, MENU, MENU_DIALOG)
     assert opened["links"] >= len(PAGES) - 1, f"the menu shows {opened['links']} links"
@@ -496,8 +455,13 @@ def test_page_reads_on_a_phone(page, base_urls, doc, how):
         opened = _dialog_opened(tab, CONTENTS, CONTENTS_DIALOG)
         assert opened["links"] >= 1, "the page's contents show no section"
         _close(tab, CONTENTS_DIALOG)
+        _dialog_opened(tab, CONTENTS, CONTENTS_DIALOG)
+        tab.locator(f"{CONTENTS_DIALOG} a[href^='#']:visible").last.click()
+        tab.wait_for_timeout(300)
+        assert not tab.evaluate(f"document.querySelector('{CONTENTS_DIALOG}').open")
+        assert tab.evaluate("() => scrollY") > 0, "the page did not scroll to the section"
     else:
-        assert source_of(doc).suffix != ".ipynb", "no contents button on a chapter"
+        assert not (ROOT / f"{doc}.ipynb").exists(), "no contents button on a chapter"
 
 
 @pytest.mark.parametrize("how", ["served", "file"])
@@ -515,100 +479,25 @@ def test_menu_button_collapses_the_navigation_at_1280(page, base_urls, how):
     sidebar.wait_for(state="visible", timeout=3_000)
 
 
-def test_live_code_says_it_needs_the_network(page, site_url):
-    """Offline, "Live Code" says it needs the network (`_static/thebe-offline.js`)."""
-    tab = _open(page, f"{site_url}/chapters/02_cosine_similarity.html")
-    tab.click("button[aria-label='Launch interactive content']")
-    tab.locator(".dropdown-launch-buttons button[onclick*='initThebe']").click()
-    button = tab.locator(".thebe-launch-button")
-    button.filter(has_text="needs the network").wait_for(timeout=25_000)
-    text = button.text_content()
-    assert "Loading thebe" not in text and re.search(r"download", text), text
-
-
-@on_a_phone
-def test_the_general_index_fits_a_phone(page, site_url):
-    """genindex.html, the index every page links to, was 567 px wide at 390."""
-    page.goto(f"{site_url}/genindex.html")
-    width = page.evaluate("() => document.documentElement.scrollWidth")
-    assert width <= 390, f"genindex.html is {width} px wide on a 390 px screen"
-    assert page.locator("table.genindextable li").count() > 100  # the index is there
-
-
-@on_a_phone
-def test_a_tap_in_the_contents_closes_the_dialog(page, site_url):
-    """Tapping a section in the page's contents scrolls to it and closes the dialog."""
-    tab = _open(page, f"{site_url}/chapters/03_scaled_dot_product_attention.html")
-    _dialog_opened(tab, CONTENTS, CONTENTS_DIALOG)
-    tab.locator(f"{CONTENTS_DIALOG} a[href^='#']").nth(2).click()
-    tab.wait_for_timeout(300)
-    assert not tab.evaluate(f"document.querySelector('{CONTENTS_DIALOG}').open")
-    assert tab.evaluate("() => scrollY") > 0, "the page did not scroll to the section"
-
-
-SHRUNKEN_FIGURES = r"""() => [...document.querySelectorAll('article img')]
-    .filter(img => img.naturalWidth > 0)
-    .map(img => {
-        // a 2x ("retina") PNG declares its size in CSS pixels; others are drawn 1:1
-        const natural = Number(img.getAttribute('width')) || img.naturalWidth;
-        const link = img.closest('a');
-        return {src: img.getAttribute('src'), scale: img.getBoundingClientRect().width / natural,
-                opens: !!link && link.getAttribute('href') === img.getAttribute('src')};
-    })"""
-
-
 @on_a_phone
 @pytest.mark.parametrize(
-    "doc", ["chapters/03_scaled_dot_product_attention", "chapters/cross_attention"]
+    ("doc", "entry", "least"), [("genindex", "li", 100), ("py-modindex", "tr", 10)]
 )
-def test_a_shrunken_figure_opens_at_full_size(page, site_url, doc):
-    """Each image shown below 80 % of its size (Fig. 3.3's digits were 4.5 CSS px) links to its
-    file, which the browser shows at full size (8 pt digits are 11 CSS px there)."""
-    tab = _open(page, f"{site_url}/{doc}.html")
-    tab.evaluate(LOAD_IMAGES)  # every image, the lazy ones too
-    shrunken = [f for f in tab.evaluate(SHRUNKEN_FIGURES) if f["scale"] < 0.8]
-    assert shrunken, "no figure is shrunken on a phone: the test checks nothing"
-    closed = [f["src"] for f in shrunken if not f["opens"]]
-    assert not closed, f"shrunken figures that do not open at full size: {closed}"
-    response = tab.request.get(f"{site_url}/{doc.rsplit('/', 1)[0]}/{shrunken[0]['src']}")
-    assert response.ok and response.headers["content-type"].startswith("image/")
+def test_the_indexes_fit_a_phone(page, site_url, doc, entry, least):
+    """The indexes every page links to (genindex.html was 567 px wide at 390), offline."""
+    page.goto(f"{site_url}/{doc}.html")
+    width = page.evaluate("() => document.documentElement.scrollWidth")
+    assert width <= 390, f"{doc}.html is {width} px wide on a 390 px screen"
+    assert page.locator(f"table.indextable {entry}").count() > least  # the index is there
+    assert_clean(page)
 
 
 # ---- the attention explorer ---------------------------------------------------------------
-# It computes in the page, from data written at build time (_ext/explorer_data.py): attnlib's
-# weights to 1e-3 in the GloVe modes, the models' logits and weights to 1e-4.
+# It computes in the page from data written at build time (_ext/explorer_data.py).
 
-EXPLORER_FILES = ("glove", "lm", "induction", "minilm")  # _static/explorer/<name>-explorer.js
-EXPLORER_MAX_BYTES = 8_000_000  # all the explorer's data together
-PAGE_MAX_BYTES = 10_000_000  # the page, with every file it loads in every mode
-EXPLORER_TARGET_MS = 2_000  # the page should be usable this soon after it starts loading
-# On a shared 2-core machine a timing measures the machine as much as the page (2.3 s best of
-# three on a quiet fresh clone, 1.6-1.9 s here): fail on a page that hangs, at 3x the target.
-EXPLORER_READY_MS = 3 * EXPLORER_TARGET_MS
 EXPLORER_TOLERANCE, MODEL_TOLERANCE = 1e-3, 1e-4
 SENTENCE = "I must go back to my ship and to my crew"
 GLOVE_MODES, MODEL_MODES = ("dot", "cosine", "head0", "head1"), ("lm", "induction")
-
-TABLE_REPORT = """() => [...document.querySelectorAll('#explorer-weights tr')].map(tr => ({
-    cells: tr.children.length,
-    word: tr.querySelector('th') && tr.querySelector('th').textContent,
-    values: [...tr.querySelectorAll('td')].map(td => td.dataset.value),
-    painted: [...tr.querySelectorAll('td')].every(td => td.style.backgroundColor !== ''),
-}))"""
-
-
-@functools.cache
-def _pointer_layer():
-    """The training chapter's trained heads in an attnlib.MultiHeadAttention (the weights part)."""
-    import attnlib
-    import torch
-
-    heads = json.loads((ROOT / "data" / "pointer_heads.json").read_text(encoding="utf-8"))
-    layer = attnlib.MultiHeadAttention(heads["embed_dim"], heads["num_heads"])
-    with torch.no_grad():
-        layer.q_proj.weight.copy_(torch.tensor(heads["q_proj_weight"]))
-        layer.k_proj.weight.copy_(torch.tensor(heads["k_proj_weight"]))
-    return layer
 
 
 def expected_weights(sentence: str, mode: str, temperature: float = 1.0, causal: bool = False):
@@ -625,10 +514,13 @@ def expected_weights(sentence: str, mode: str, temperature: float = 1.0, causal:
         return words, C * mask if causal else C
     if mode == "dot":  # chapter 3, at temperature T
         return words, attnlib.attention_weights(X, X, mask=mask, scale=1 / (temperature * E**0.5))
-    head = int(mode.removeprefix("head"))
-    layer = _pointer_layer()
+    head = int(mode.removeprefix("head"))  # the training chapter's trained heads
+    heads = json.loads((ROOT / "data" / "pointer_heads.json").read_text(encoding="utf-8"))
+    layer = attnlib.MultiHeadAttention(heads["embed_dim"], heads["num_heads"])
     D = E // layer.num_heads
     with torch.no_grad():
+        layer.q_proj.weight.copy_(torch.tensor(heads["q_proj_weight"]))
+        layer.k_proj.weight.copy_(torch.tensor(heads["k_proj_weight"]))
         _, weights = layer(X, mask=mask, need_weights=True)  # (H, L, L), temperature 1
         Q = layer.q_proj(X)[:, head * D : (head + 1) * D]  # X W_Q,h
         K = layer.k_proj(X)[:, head * D : (head + 1) * D]
@@ -688,7 +580,12 @@ def _set_temperature(tab, value: float, *events: str) -> None:
 
 
 def _table(tab) -> list[dict]:
-    return tab.evaluate(TABLE_REPORT)
+    return tab.evaluate("""() => [...document.querySelectorAll('#explorer-weights tr')].map(tr => ({
+        cells: tr.children.length,
+        word: tr.querySelector('th') && tr.querySelector('th').textContent,
+        values: [...tr.querySelectorAll('td')].map(td => td.dataset.value),
+        painted: [...tr.querySelectorAll('td')].every(td => td.style.backgroundColor !== ''),
+    }))""")
 
 
 def _compare(tab, words, expected, tolerance=EXPLORER_TOLERANCE) -> list[dict]:
@@ -702,16 +599,6 @@ def _compare(tab, words, expected, tolerance=EXPLORER_TOLERANCE) -> list[dict]:
         gap = max(abs(float(v) - float(e)) for v, e in zip(row["values"], expected[i]))
         assert gap <= tolerance, f"row {i} ({words[i]!r}) differs from attnlib by {gap:.2e}"
     return rows
-
-
-def test_explorer_script_is_classic_and_on_its_page_only():
-    needs_site()
-    pages_with_script = [p for p in SITE.rglob("*.html") if "explorer/explorer.js" in p.read_text()]
-    assert pages_with_script == [SITE / f"{EXPLORER_PAGE}.html"], "the script loads on one page"
-    html = pages_with_script[0].read_text(encoding="utf-8")
-    tag = re.search(r'<script\b[^>]*src="\.\./_static/explorer/explorer\.js[^"]*"[^>]*>', html)
-    assert tag, "the explorer's script is not loaded"
-    assert "module" not in tag.group(0), "a module does not run from file://: a classic script"
 
 
 @pytest.mark.parametrize("mode", GLOVE_MODES)
@@ -786,11 +673,12 @@ def test_explorer_names_unknown_words(explorer, mode, text, unknown, good, rows)
 
 
 def test_explorer_is_usable_within_seconds(new_context, site_url, explorer):
-    """From the navigation's start to the first table; the best of three fresh loads counts."""
+    """From the navigation's start to the first table, the best of three fresh loads: 2 s is the
+    target, but a shared 2-core machine slows it (2.3 s on a fresh clone): fail at 3x the target."""
     times = [explorer.ready_ms]
     for _ in range(2):
         times.append(_open_explorer(watch(new_context().new_page()), site_url).ready_ms)
-    assert min(times) <= EXPLORER_READY_MS, f"ready after {times} ms (target {EXPLORER_TARGET_MS})"
+    assert min(times) <= 6_000, f"ready after {times} ms (target 2,000)"
 
 
 # ---- the explorer's models: the Odyssey language model and the induction model -----------
@@ -871,34 +759,25 @@ def _compare_every_head(tab, weights) -> None:
             _compare(tab, None, expected, MODEL_TOLERANCE)
 
 
-PAGE_RUN = """async ([kind, ids]) => {
-    const model = await AttentionExplorer.load(kind);
-    const out = AttentionExplorer.forward(model, ids, true);
-    return {logits: out.logits.map(r => Array.from(r)),
-            weights: out.weights.map(l => l.map(h => h.map(r => Array.from(r))))};
-}"""
-
-
-NEXT_REPORT = """() => [...document.querySelectorAll('#explorer-next li')].map(li => ({
-    word: li.dataset.word, prob: Number(li.dataset.prob), text: li.textContent}))"""
-
-
 @pytest.mark.parametrize(("kind", "text"), MODEL_PROMPTS)
 def test_explorer_models_match_attnlib(explorer, kind, text):
-    """The page's forward pass (every position's logits, every head's weights), its tables
-    of every head, and its ten next words are attnlib's."""
+    """The page's forward pass (all logits and weights), every head's table, its ten next words."""
     import torch
 
     ids = _model_ids(kind, text)
     logits, weights = _attnlib_run(kind, ids)
-    page = explorer.evaluate(PAGE_RUN, [kind, ids])
-    page_logits = torch.tensor(page["logits"], dtype=torch.float64)
-    page_weights = torch.tensor(page["weights"], dtype=torch.float64)  # (layers, H, L, L)
-    assert page_logits.shape == logits.shape and page_weights.shape[1:] == weights[0].shape
-    logit_gap = (page_logits - logits.double()).abs().max().item()
-    weight_gap = (page_weights - torch.stack(weights).double()).abs().max().item()
-    assert logit_gap <= MODEL_TOLERANCE, f"logits differ from attnlib's by {logit_gap:.2e}"
-    assert weight_gap <= MODEL_TOLERANCE, f"weights differ from attnlib's by {weight_gap:.2e}"
+    page = explorer.evaluate(
+        """async ([kind, ids]) => {
+        const model = await AttentionExplorer.load(kind);
+        const out = AttentionExplorer.forward(model, ids, true);
+        return {logits: out.logits.map(r => Array.from(r)),
+                weights: out.weights.map(l => l.map(h => h.map(r => Array.from(r))))};
+    }""",
+        [kind, ids],
+    )
+    close = functools.partial(torch.testing.assert_close, rtol=0, atol=MODEL_TOLERANCE)
+    close(torch.tensor(page["logits"], dtype=torch.float64), logits.double())
+    close(torch.tensor(page["weights"], dtype=torch.float64), torch.stack(weights).double())
     _set_model(explorer, kind, text)
     assert _tokens(explorer) == ids
     model, words = _model(kind)
@@ -909,7 +788,8 @@ def test_explorer_models_match_attnlib(explorer, kind, text):
     assert _each(explorer, "#explorer-head option") == [str(h) for h in heads]
     _compare_every_head(explorer, weights)
     top = torch.softmax(logits[-1].double(), dim=-1).topk(10)
-    shown = explorer.evaluate(NEXT_REPORT)
+    shown = explorer.evaluate("""() => [...document.querySelectorAll('#explorer-next li')]
+        .map(li => ({word: li.dataset.word, prob: +li.dataset.prob, text: li.textContent}))""")
     assert [item["word"] for item in shown] == [words[i] for i in top.indices.tolist()]
     for item, p in zip(shown, top.values.tolist()):
         assert abs(item["prob"] - p) <= MODEL_TOLERANCE, (item, p)
@@ -932,17 +812,14 @@ def _generate(tab, count: int, temperature: float, top_k: int = 0, seed: int = 0
     return tab.input_value("#explorer-sentence")
 
 
-LONG_TASKS = """() => { window.longTasks = [];
-    new PerformanceObserver(list => window.longTasks.push(
-        ...list.getEntries().map(e => e.duration))).observe({type: 'longtask'}); }"""
-
-
 def test_explorer_generates_without_freezing_the_page(page, site_url):
     """60 words were one block of 1.3 s: now the page shows its progress, disables the button,
     and no task (a step, the final 61 x 61 map) blocks it long: 250 ms quiet, < 600 ms busy."""
     tab = _open_explorer(page, site_url)
     _set_model(tab, "lm", "I")
-    tab.evaluate(LONG_TASKS)
+    tab.evaluate("""() => { window.longTasks = [];
+        new PerformanceObserver(list => window.longTasks.push(
+            ...list.getEntries().map(e => e.duration))).observe({type: 'longtask'}); }""")
     tab.fill("#explorer-count", "60")
     _set_temperature(tab, 0)
     tab.click("#explorer-generate")
@@ -1045,21 +922,7 @@ def test_explorer_modes_start_from_their_own_defaults(page, site_url):
 
 
 # ---- the explorer's MiniLM mode: a trained encoder's stored heads ---------------------------
-# all-MiniLM-L6-v2's weights on data/encoder_sentences.txt, computed at build time (checked by
-# tests/test_explorer_data.py), only shown: every cell the stored number, every label its token.
-
-
-@functools.cache
-def _minilm_stored():
-    """The header and the (layers, H, L, L) weights of the built minilm-explorer.js."""
-    import explorer_data
-
-    path = SITE / "_static" / "explorer" / "minilm-explorer.js"
-    if not path.exists():
-        unavailable(f"no {path}: run `make book` first")
-    key, data = explorer_data.from_script(path.read_bytes())
-    assert key == "minilm"
-    return explorer_data.decode_weights(data)
+# all-MiniLM-L6-v2's weights, computed at build time (tests/test_explorer_data.py), only shown.
 
 
 def _set_minilm(tab, sentence: int, layer: int, head) -> None:
@@ -1080,7 +943,12 @@ def _compare_stored(tab, tokens: list[str], expected) -> None:
 
 @pytest.mark.parametrize("how", ["served", "file"])
 def test_explorer_minilm_shows_the_stored_heads_with_their_tokens(page, base_urls, how):
-    header, weights = _minilm_stored()
+    import explorer_data
+
+    script = (SITE / "_static" / "explorer" / "minilm-explorer.js").read_bytes()
+    key, data = explorer_data.from_script(script)
+    assert key == "minilm"
+    header, weights = explorer_data.decode_weights(data)  # weights: (layers, H, L, L)
     sentences = header["sentences"]
     query = "mode=minilm&sentence=3&layer=2&head=5"  # the sentence by its number, from 1
     tab = _open_explorer(page, base_urls[how], query)
@@ -1119,29 +987,7 @@ def test_explorer_minilm_shows_the_stored_heads_with_their_tokens(page, base_url
     assert_clean(tab)
 
 
-def test_explorer_page_with_every_mode_is_under_10_mb(page, site_url):
-    """The page and all it loads, from the site, then each mode's data: at most 10 MB, the
-    explorer's own (its script, style and data) at most 8 MB."""
-    sizes: dict[str, int] = {}
-    page.on("requestfinished", lambda r: sizes.__setitem__(r.url, r.sizes()["responseBodySize"]))
-    tab = _open_explorer(page, site_url)
-    tab.wait_for_load_state("networkidle")
-    assert {urlsplit(url).hostname for url in sizes} == {"127.0.0.1"}, f"other hosts: {sizes}"
-    for mode in ("minilm", "lm", "induction"):
-        tab.select_option("#explorer-mode", mode)
-        _wait_idle(tab)
-        tab.wait_for_selector("#explorer-weights td")
-    tab.wait_for_load_state("networkidle")
-    names = {urlsplit(url).path.rsplit("/", 1)[-1] for url in sizes}
-    assert names >= {f"{name}-explorer.js" for name in EXPLORER_FILES}, sorted(names)
-    data = {url: n for url, n in sizes.items() if "/_static/explorer/" in url}
-    assert sum(data.values()) <= EXPLORER_MAX_BYTES, f"the explorer's files: {data}"
-    assert sum(sizes.values()) <= PAGE_MAX_BYTES, f"the page loads {sum(sizes.values()):,} bytes"
-    assert_clean(tab)
-
-
-# The explorer's box on the page, and its texts (and, `cells`, its heatmap's digits) whose
-# WCAG contrast with what is drawn behind them is below 4.5:1.
+# The explorer's box, and its texts and heatmap digits (`cells`) of WCAG contrast below 4.5:1.
 FIT_REPORT = r"""() => {
     const parse = c => (c.match(/[\d.]+/g) || []).map(Number);
     const lum = rgb => {
@@ -1172,8 +1018,7 @@ FIT_REPORT = r"""() => {
         innerWidth: window.innerWidth, pageWidth: document.documentElement.scrollWidth,
         appRight: box.right, appLeft: box.left, appOverflow: app.scrollWidth - app.clientWidth,
         lowContrast: texts.filter(el => contrast(el) < 4.5)
-            .map(el => `${el.tagName} '${el.textContent.trim().slice(0, 30)}' `
-                + contrast(el).toFixed(1)),
+            .map(el => `${el.tagName} '${el.textContent.trim().slice(0, 30)}'`),
         cells: [...document.querySelectorAll('#explorer-weights td')].map(cell)
             .filter(ratio => ratio < 4.5),
     };
@@ -1185,7 +1030,10 @@ FIT_REPORT = r"""() => {
 @pytest.mark.parametrize("how", ["served", "file"])
 def test_explorer_fits_a_phone_and_reads_in_both_themes(page, base_urls, how, dark):
     """In every mode it fits the width, and its texts and heatmap digits (white on a mid-blue
-    cell were 2.56:1) contrast 4.5:1 with their background, at T = 0.3, 3 and 1."""
+    cell were 2.56:1) contrast 4.5:1 with their background, at T = 0.3, 3 and 1. Served, the page
+    with every mode's data loads at most 10 MB, the explorer's files (script, style, data) 8 MB."""
+    sizes: dict[str, int] = {}
+    page.on("requestfinished", lambda r: sizes.__setitem__(r.url, r.sizes()["responseBodySize"]))
     tab = _open_explorer(page, base_urls[how], dark=dark)
     if dark:
         assert tab.evaluate("() => document.documentElement.dataset.theme") == "dark"
@@ -1205,12 +1053,18 @@ def test_explorer_fits_a_phone_and_reads_in_both_themes(page, base_urls, how, da
         assert not report["lowContrast"], f"{mode}, {theme}: hard to read: {report['lowContrast']}"
         assert not report["cells"], f"{mode} {text}, {theme}: digits hard to read: {report}"
         _shot(tab.locator("#explorer-app"), f"explorer-390-{how}-{theme}-{mode}")
+    if how == "served":
+        tab.wait_for_load_state("networkidle")
+        names = {urlsplit(url).path.rsplit("/", 1)[-1] for url in sizes}
+        assert names >= {f"{key}-explorer.js" for key in ("glove", "lm", "induction", "minilm")}
+        data = {url: n for url, n in sizes.items() if "/_static/explorer/" in url}
+        assert sum(data.values()) <= 8_000_000, f"the explorer's files: {data}"
+        assert sum(sizes.values()) <= 10_000_000, f"the page loads {sum(sizes.values()):,} bytes"
     assert_clean(tab)
 
 
 # ---- every printed heatmap links to the explorer, on its map (issue 24, point 6) ----------
 
-MIN_LINKS = 20  # the links of the book when this test was written
 # An explorer link of the built HTML: its href and its text (tags inside it dropped).
 LINK = re.compile(r'<a class="[^"]*\bexplorer-link\b[^"]*" href="([^"]*)"[^>]*>(.*?)</a>', re.S)
 
@@ -1235,7 +1089,7 @@ LINK_PAGES = sorted({link["page"] for link in LINKS})
 def test_the_book_links_its_heatmaps_to_the_explorer():
     """Enough links, every mode linked; each with a mode, a sentence, a text; to the explorer."""
     needs_site()
-    assert len(LINKS) >= MIN_LINKS, f"only {len(LINKS)} explorer links; expected {MIN_LINKS}"
+    assert len(LINKS) >= 20, f"only {len(LINKS)} explorer links; the book had 20"
     missing = {*GLOVE_MODES, *MODEL_MODES} - {link["settings"].get("mode") for link in LINKS}
     assert not missing, f"no link opens the explorer's modes {sorted(missing)}"
     for link in LINKS:
@@ -1246,19 +1100,6 @@ def test_the_book_links_its_heatmaps_to_the_explorer():
         assert settings.get("sentence", "").strip(), f"{where}: no sentence in {link['href']}"
         assert set(settings) <= {"mode", "sentence", "T", "causal", "layer", "head"}, where
         assert link["text"].strip(), f"{where}: a link without text"
-
-
-# A link follows its figure: the figure is among the three blocks before the link's paragraph
-# (a sentence reading the map, or another head's link, may come between), no heading between.
-LINK_REPORT = """(a) => {
-    let before = a.closest('p, li, div'), afterFigure = false;
-    for (let i = 0; i < 3 && (before = before && before.previousElementSibling); i++) {
-        if (/^H[1-6]$/.test(before.tagName)) break;
-        afterFigure ||= before.matches('figure, img') || !!before.querySelector('figure img, img');
-    }
-    return {href: a.href, afterFigure,
-            visible: a.offsetParent !== null && a.getBoundingClientRect().width > 0};
-}"""
 
 
 def _check_explorer(tab, settings: dict) -> None:
@@ -1288,7 +1129,17 @@ def _check_explorer(tab, settings: dict) -> None:
 def _link(tab, where: str, index: int):
     """Link `index` of the page in `tab`, visible, after a figure; its href."""
     link = tab.locator("a.explorer-link").nth(index)
-    report = link.evaluate(LINK_REPORT)
+    # A link follows its figure: the figure is among the three blocks before the link's paragraph
+    # (a sentence reading the map, or another head's link, may come between), no heading between.
+    report = link.evaluate("""(a) => {
+        let before = a.closest('p, li, div'), afterFigure = false;
+        for (let i = 0; i < 3 && (before = before && before.previousElementSibling); i++) {
+            if (/^H[1-6]$/.test(before.tagName)) break;
+            afterFigure ||= before.matches('figure, img') || !!before.querySelector('img');
+        }
+        return {href: a.href, afterFigure,
+                visible: a.offsetParent !== null && a.getBoundingClientRect().width > 0};
+    }""")
     assert report["visible"], f"link {index} of {where} is not visible"
     assert report["afterFigure"], f"link {index} of {where} does not follow a figure"
     return link, report["href"]
@@ -1323,11 +1174,7 @@ FILE_LINKS = [  # the first GloVe link, the first of each model
 ]
 
 
-@pytest.mark.parametrize(
-    "link",
-    [link for link in FILE_LINKS if link],
-    ids=lambda k: f"{k['page'].split('/')[-1]}-{k['index']}-{k['settings']['mode']}",
-)
+@pytest.mark.parametrize("link", [k for k in FILE_LINKS if k], ids=lambda k: k["settings"]["mode"])
 def test_explorer_link_works_opened_as_a_file(page, link):
     """A GloVe link and one of each model, clicked in pages opened as files (file://)."""
     _follow(page, (SITE / f"{link['page']}.html").as_uri(), link["index"], link["settings"])
@@ -1338,65 +1185,47 @@ def test_explorer_link_works_opened_as_a_file(page, link):
 # ---- search ------------------------------------------------------------------------------
 
 
-def _search(tab, url: str):
-    """`tab` on the search page at ``url``, its results listed."""
-    tab.goto(url)
-    tab.wait_for_selector("#search-results ul li")
-    tab.wait_for_timeout(1500)  # the excerpts are fetched after the list
-    return tab
-
-
-def test_search_quotes_the_article_not_the_sidebar_or_tex(page, site_url):
-    """Each result quotes its page's text around the term, not the sidebar or TeX source."""
-    tab = _search(page, f"{site_url}/search.html?q=softmax")
-    excerpts = _each(tab, "#search-results p.context", "e.textContent")
-    assert len(excerpts) >= 5, excerpts
-    for text in excerpts:
-        assert "\\(" not in text and "\\mathrm" not in text and "\\frac" not in text, text
-    assert sum("softmax" in text.lower() for text in excerpts) >= len(excerpts) // 2
-    assert_clean(tab)
-
-
-def test_search_opened_as_a_file_says_why_it_has_no_excerpts(page, base_urls):
-    """From file:// (no excerpts) the results say why and link to the index (180 errors were)."""
-    tab = _search(page, f"{base_urls['file']}/search.html?q=softmax")
-    assert tab.locator("#search-results ul li").count() >= 5
-    note = tab.locator(".search-offline-note")
-    assert note.is_visible()
-    assert "open as files" in note.text_content()
-    href = note.locator("a").get_attribute("href")
-    assert href.endswith("genindex.html") and (SITE / "genindex.html").exists()
-    assert_clean(tab)
+@pytest.mark.parametrize("how", ["served", "file"])
+def test_search_quotes_the_article_or_says_why_not(page, base_urls, how):
+    """Served, each result quotes its page's text around the term, not the sidebar or TeX source;
+    from file:// (no excerpts) the results say why and link to the index (180 errors were)."""
+    page.goto(f"{base_urls[how]}/search.html?q=softmax")
+    page.wait_for_selector("#search-results ul li")
+    page.wait_for_timeout(1500)  # the excerpts are fetched after the list
+    assert page.locator("#search-results ul li").count() >= 5
+    note = page.locator(".search-offline-note")
+    assert note.is_visible() == (how == "file"), "the note is shown from file:// only"
+    if how == "file":
+        assert "open as files" in note.text_content()
+        href = note.locator("a").get_attribute("href")
+        assert href.endswith("genindex.html") and (SITE / "genindex.html").exists()
+    else:
+        excerpts = _each(page, "#search-results p.context", "e.textContent")
+        assert len(excerpts) >= 5, excerpts
+        for text in excerpts:
+            assert "\\(" not in text and "\\mathrm" not in text and "\\frac" not in text, text
+        assert sum("softmax" in text.lower() for text in excerpts) >= len(excerpts) // 2
+    assert_clean(page)
 
 
 # ---- the API reference --------------------------------------------------------------------
 
 API_PAGE = "chapters/api"
-# DESIGN.md's `attnlib` table, as the ids autodoc gives each entry's <dt>.
-API_NAMES = [
-    f"attnlib.{name}"
-    for name in """
-    Embeddings Embeddings.matrix Embeddings.most_similar load_glove read_glove_text tokenize
-    cosine_similarity cosine_matrix softmax attention_weights scaled_dot_product_attention
-    causal_mask SelfAttention SelfAttention.forward MultiHeadAttention
-    MultiHeadAttention.forward NaiveMultiHeadAttention NaiveMultiHeadAttention.forward
-    convert.from_torch convert.to_torch convert.from_keras convert.to_keras
-    convert.naive_from_fused convert.fused_from_naive efficient.tiled_attention
-    display.print_weights display.plot_weights display.plot_heads positions.sinusoidal_encoding
-    positions.rotary_embedding positions.alibi_bias decoding.KVCache
-    decoding.sliding_window_mask GloVe GloVe.get_vecs_by_tokens tokenizer.SentenceVocabulary
-    tokenizer.SentenceVocabulary.encode tokenizer.SentenceVocabulary.decode
-""".split()
-]
-# The modules of DESIGN.md's table: automodule gives each an anchor id "module-<name>".
+# Methods the chapters use, by the id autodoc gives each entry's <dt> (the test checks every name
+# of attnlib.__all__, and of its modules' __all__, too).
+API_METHODS = """Embeddings.matrix Embeddings.most_similar SelfAttention.forward
+    MultiHeadAttention.forward NaiveMultiHeadAttention.forward GloVe.get_vecs_by_tokens
+    tokenizer.SentenceVocabulary.encode tokenizer.SentenceVocabulary.decode""".split()
+# The modules the book presents: automodule gives each an anchor id "module-<name>".
 API_MODULES = [
     f"attnlib.{name}"
     for name in """embeddings similarity attention multihead convert efficient display positions
     decoding tokenizer""".split()
 ]
-# "Used in" links that must be there (by file name: stable when chapters are renumbered).
+# A name's "Used in" link to a chapter, and the chapter's link to it (file names: stable).
 API_USED_IN = {
     "attnlib.softmax": "03_scaled_dot_product_attention.html",
+    "attnlib.scaled_dot_product_attention": "03_scaled_dot_product_attention.html",
     "attnlib.SelfAttention": "04_learned_projections.html",
     "attnlib.NaiveMultiHeadAttention": "05_multihead_attention.html",
     "attnlib.convert.from_torch": "06_pytorch_multihead_attention.html",
@@ -1407,31 +1236,25 @@ API_USED_IN = {
 }
 
 
-def public_api_ids() -> list[str]:
-    """The API page's ids of attnlib.__all__ and of its modules' __all__ not public at the top."""
+def test_api_reference_lists_every_public_name(page, site_url):
     import inspect
 
     import attnlib
 
-    ids = []
-    for name, obj in ((name, getattr(attnlib, name)) for name in attnlib.__all__):
-        ids.append(f"module-attnlib.{name}" if inspect.ismodule(obj) else f"attnlib.{name}")
-        for member in obj.__all__ if inspect.ismodule(obj) else []:
-            if not (member in attnlib.__all__ and getattr(attnlib, member) is getattr(obj, member)):
-                ids.append(f"attnlib.{name}.{member}")
-    return ids
-
-
-def test_api_reference_lists_every_public_name(page, site_url):
     page.goto(f"{site_url}/{API_PAGE}.html")
-    for name in API_NAMES:
-        assert page.locator(f'dt.sig-object[id="{name}"]').count() == 1, f"no entry {name}"
+    for name in API_METHODS:
+        assert page.locator(f'dt.sig-object[id="attnlib.{name}"]').count() == 1, f"no {name}"
     for module in API_MODULES:
         assert page.locator(f'[id="module-{module}"]').count() == 1, f"no module {module}"
         anchor = f'[id="module-{module}"]'  # the section's id, or a target in it
         used = page.locator(f"section:is({anchor}, :has(> {anchor})) > div.api-used-in")
         assert used.count() == 1, f"module {module} has no 'Used in' line"
-    ids = public_api_ids()
+    ids = []  # of attnlib.__all__, and of its modules' __all__ not public at the top
+    for name, obj in ((name, getattr(attnlib, name)) for name in attnlib.__all__):
+        ids.append(f"module-attnlib.{name}" if inspect.ismodule(obj) else f"attnlib.{name}")
+        for member in obj.__all__ if inspect.ismodule(obj) else []:
+            if not (member in attnlib.__all__ and getattr(attnlib, member) is getattr(obj, member)):
+                ids.append(f"attnlib.{name}.{member}")
     missing = [i for i in ids if page.locator(f'[id="{i}"]').count() != 1]
     assert not missing, f"public names missing from the API page: {missing}"
     # Every module, class, function and constant (not methods) says where it is used.
@@ -1447,16 +1270,11 @@ def test_api_reference_lists_every_public_name(page, site_url):
 
 
 def test_chapters_link_names_to_the_api_reference():
-    """The chapters' mentions of attnlib names link to the API page (_ext/api_usage.py's
-    LinkMentions), and every such link has its entry."""
+    """Chapters link attnlib names to their API entries (_ext/api_usage.py's LinkMentions)."""
     ids = set(re.findall(r'\bid="([^"]+)"', (SITE / "chapters" / "api.html").read_text()))
-    for page, name in [
-        ("03_scaled_dot_product_attention", "attnlib.scaled_dot_product_attention"),
-        ("08_efficient_attention", "attnlib.efficient.tiled_attention"),
-        ("09_positions", "attnlib.positions.alibi_bias"),
-    ]:
-        html = (SITE / "chapters" / f"{page}.html").read_text(encoding="utf-8")
-        assert f'href="api.html#{name}"' in html, f"{page} does not link {name} to the API page"
+    for name, chapter in API_USED_IN.items():  # a chapter that uses a name links it
+        html = (SITE / "chapters" / chapter).read_text(encoding="utf-8")
+        assert f'href="api.html#{name}"' in html, f"{chapter} does not link {name} to the API page"
     broken = []
     for html in sorted((SITE / "chapters").glob("*.html")):
         for target in re.findall(r'href="api\.html#([^"]+)"', html.read_text(encoding="utf-8")):
