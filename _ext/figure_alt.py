@@ -23,9 +23,9 @@ _TEX_SYMBOLS = {
     for table in ("mathalpha", "mathbin", "mathop", "mathord", "mathrel")
     for name, char in getattr(tex2unichar, table).items()
 } | {"cdot": "·", "top": "ᵀ", "sqrt": "√", "dots": "…"}
-_TEX_WRAPPER = re.compile(
-    r"\\(?:mathbf|mathrm|mathit|mathsf|mathtt|boldsymbol|operatorname|text|textrm|textit|"
-    r"textbf|mathcal|bm)\s*\{([^{}]*)\}"
+_TEX_WRAPPER = re.compile(  # and the braces of a square root: \sqrt{d} (by then √{d}) -> √d
+    r"(?:\\(?:mathbf|mathrm|mathit|mathsf|mathtt|boldsymbol|operatorname|text|textrm|textit|"
+    r"textbf|mathcal|bm)|(?<=√))\s*\{([^{}]*)\}"
 )
 _TEX_FRAC = re.compile(r"\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
 _TEX_COMMAND = re.compile(r"\\([A-Za-z]+)")
