@@ -14,7 +14,7 @@
  * click, so a theme release that binds the visible buttons too still sees one click only.
  * Remove this file once a sphinx-book-theme release requires a pydata-sphinx-theme with
  * #2451 fixed (not yet in pydata-sphinx-theme 0.20.0; sphinx-book-theme 1.3.0 pins 0.17.1):
- * tests/test_site_phone.py checks that the buttons open the sidebars. */
+ * tests/test_site.py (test_page_reads_on_a_phone) checks that the buttons open the sidebars. */
 (function () {
   "use strict";
   document.addEventListener(

@@ -192,4 +192,6 @@ def main(notebook: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:]))
+    if len(sys.argv) != 2:
+        sys.exit("usage: python scripts/nbval_numbers.py chapters/X.ipynb (one notebook)")
+    sys.exit(main(sys.argv[1]))
