@@ -14,6 +14,14 @@ sits on one (a Xeon with AMX printed ``2.9734e-04`` where the stored output says
 So ``2.9734e-04`` / ``2.9735e-04``, ``0.1999`` / ``0.2000`` and ``-0.0000`` / ``0.0000`` pass;
 ``0.1999`` / ``0.2001`` (two units), a changed word and a changed integer fail.
 
+A number that comes out of training (or of anything else whose result moves across CPUs by
+more than its last digit) is compared with the tolerance that its cell declares with a tag:
+``nbval-atol-0.05`` (absolute) and/or ``nbval-rtol-0.1`` (relative to the larger of the two).
+Under such a tag integers are compared as numbers too (a perplexity of ``275`` against ``276``),
+words still exactly. The tag is for cells whose text tells the reader that their last digits
+may differ, and never a blanket ignore: ``README.md``, "Numbers are compared as numbers", has
+the rule and how each tolerance was measured.
+
 A number is a run of digits not glued to a word or a dotted name: ``layers.0.attn`` and
 ``W1`` are words, compared exactly, and so is a version such as ``2.13.0``.
 
@@ -39,6 +47,7 @@ import subprocess
 import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from typing import NamedTuple
 
 # A decimal or an integer, optionally signed, not glued to a word or a dotted name on either
 # side; or nan / inf as a word. Group "num" is the number, "word" anything else but space.
@@ -52,7 +61,40 @@ _TOKEN = re.compile(
     rf"(?P<num>{_SPECIAL}|{_NUMBER})|(?P<word>[^\s]+?(?={_SPECIAL}|{_NUMBER}|\s|$))"
 )
 
-__all__ = ["tokens", "same_number", "same_output", "first_difference"]
+__all__ = ["tokens", "same_number", "same_output", "first_difference", "Tolerance", "tolerance"]
+
+
+class Tolerance(NamedTuple):
+    """A cell's declared tolerance (its tags ``nbval-atol-X`` and ``nbval-rtol-X``)."""
+
+    atol: Decimal = Decimal(0)
+    rtol: Decimal = Decimal(0)
+
+
+_NONE = Tolerance()
+_TOLERANCE_TAG = re.compile(r"nbval-(?P<kind>atol|rtol)-(?P<value>\d+(?:\.\d+)?)")
+
+
+def tolerance(tags) -> Tolerance:
+    """The tolerance a cell's tags declare; ``ValueError`` for a malformed ``nbval-*tol-`` tag.
+
+    >>> tolerance(["hide-input", "nbval-atol-0.05", "nbval-rtol-0.1"])
+    Tolerance(atol=Decimal('0.05'), rtol=Decimal('0.1'))
+    >>> tolerance([]) == Tolerance()
+    True
+    """
+    found = {}
+    for tag in tags or ():
+        if not re.match(r"nbval-[ar]tol", tag):
+            continue
+        match = _TOLERANCE_TAG.fullmatch(tag)
+        if match is None:
+            raise ValueError(
+                f"cell tag {tag!r}: expected nbval-atol-X or nbval-rtol-X with X a decimal "
+                "number such as 0.05"
+            )
+        found[match["kind"]] = Decimal(match["value"])
+    return Tolerance(**found)
 
 
 def tokens(text: str) -> list[str]:
@@ -84,17 +126,23 @@ def _unit(value: Decimal) -> Decimal:
     return Decimal(1).scaleb(value.as_tuple().exponent)
 
 
-def same_number(stored: str, fresh: str) -> bool:
-    """Whether two printed numbers agree: integers exactly, decimals within one last digit.
+def same_number(stored: str, fresh: str, tol: Tolerance = _NONE) -> bool:
+    """Whether two printed numbers agree: integers exactly, decimals within one last digit;
+    under a declared tolerance ``tol``, both also within ``atol`` or ``rtol``.
 
     >>> same_number("2.9735e-04", "2.9734e-04"), same_number("0.1999", "0.2001")
     (True, False)
     >>> same_number("-0.0000", "0.0000"), same_number("nan", "nan"), same_number("7", "8")
     (True, True, False)
+    >>> loose = Tolerance(atol=Decimal("0.05"), rtol=Decimal("0.01"))
+    >>> same_number("0.22", "0.25", loose), same_number("275", "276", loose)
+    (True, True)
+    >>> same_number("0.22", "0.30", loose), same_number("275", "280", loose)
+    (False, False)
     """
     if stored == fresh:
         return True
-    if _is_integer(stored) or _is_integer(fresh):
+    if tol == _NONE and (_is_integer(stored) or _is_integer(fresh)):
         return False  # an integer is compared as text: "7" is not "7.0", nor "8"
     try:
         a, b = _decimal(stored), _decimal(fresh)
@@ -104,10 +152,13 @@ def same_number(stored: str, fresh: str) -> bool:
         return a.is_nan() and b.is_nan()
     if a.is_infinite() or b.is_infinite():
         return a == b
-    return abs(a - b) <= max(_unit(a), _unit(b))
+    allowed = max(_unit(a), _unit(b), tol.atol, tol.rtol * max(abs(a), abs(b)))
+    return abs(a - b) <= allowed
 
 
-def first_difference(stored: str, fresh: str) -> tuple[int, str | None, str | None] | None:
+def first_difference(
+    stored: str, fresh: str, tol: Tolerance = _NONE
+) -> tuple[int, str | None, str | None] | None:
     """``None`` when the outputs agree (:func:`same_output`); else the index of the first
     differing token and the two tokens (``None`` where one output has no more tokens).
 
@@ -124,12 +175,12 @@ def first_difference(stored: str, fresh: str) -> tuple[int, str | None, str | No
             return i, x, y
         if x == y:
             continue
-        if not (_is_number(x) and _is_number(y) and same_number(x, y)):
+        if not (_is_number(x) and _is_number(y) and same_number(x, y, tol)):
             return i, x, y
     return None
 
 
-def same_output(stored, fresh) -> bool:
+def same_output(stored, fresh, tol: Tolerance = _NONE) -> bool:
     """Whether a stored output and a fresh one agree token by token (non-strings: ``==``).
 
     >>> same_output("w[8, keys] = 2.9735e-04", "w[8, keys] = 2.9734e-04")
@@ -139,18 +190,22 @@ def same_output(stored, fresh) -> bool:
     """
     if not (isinstance(stored, str) and isinstance(fresh, str)):
         return stored == fresh
-    return stored == fresh or first_difference(stored, fresh) is None
+    return stored == fresh or first_difference(stored, fresh, tol) is None
 
 
 # ---- the pytest plugin ----------------------------------------------------------------------
 class _Tolerant(str):
     """A sanitized output that compares with another by :func:`same_output` (nbval compares
-    the values it gets from ``sanitize`` with ``!=``)."""
+    the values it gets from ``sanitize`` with ``!=``), with its cell's declared tolerance."""
 
-    __slots__ = ()
+    tol: Tolerance = _NONE
 
     def __eq__(self, other):
-        return same_output(str(self), str(other)) if isinstance(other, str) else NotImplemented
+        if not isinstance(other, str):
+            return NotImplemented
+        theirs = getattr(other, "tol", _NONE)
+        tol = Tolerance(max(self.tol.atol, theirs.atol), max(self.tol.rtol, theirs.rtol))
+        return same_output(str(self), str(other), tol)
 
     def __ne__(self, other):
         equal = self.__eq__(other)
@@ -169,7 +224,11 @@ def pytest_configure(config) -> None:
 
     def sanitize(self, s):
         s = original(self, s)
-        return _Tolerant(s) if isinstance(s, str) else s
+        if not isinstance(s, str):
+            return s
+        s = _Tolerant(s)
+        s.tol = tolerance(self.cell.metadata.get("tags"))
+        return s
 
     sanitize._numeric = True
     IPyNbCell.sanitize = sanitize

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import xml.etree.ElementTree as ET
+from decimal import Decimal
 from pathlib import Path
 
 import nbformat
@@ -16,7 +17,14 @@ import nbval_numbers
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from nbval_numbers import first_difference, same_number, same_output, tokens
+from nbval_numbers import (
+    Tolerance,
+    first_difference,
+    same_number,
+    same_output,
+    tokens,
+    tolerance,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,6 +150,40 @@ CASES = [  # (stored output, printed now, passes)
 ]
 
 
+# A trained number under its cell's declared tolerance (stored, printed, passes, tags)
+TAGGED = [
+    (
+        "loss 0.22 nats after 1,000 steps",
+        "loss 0.25 nats after 1,000 steps",
+        True,
+        ["nbval-atol-0.05"],
+    ),
+    ("loss 0.22 nats", "loss 0.25 nats", False, []),  # no tag: one last digit only
+    ("loss 0.22 nats", "loss 0.28 nats", False, ["nbval-atol-0.05"]),
+    ("loss 0.22 nats", "loss 0.25 bits", False, ["nbval-atol-0.05"]),  # words stay exact
+    ("perplexity 276", "perplexity 275", True, ["nbval-rtol-0.01"]),  # integers as numbers
+    ("perplexity 276", "perplexity 281", False, ["nbval-rtol-0.01"]),
+]
+
+
+def test_declared_tolerance():
+    loose = Tolerance(atol=Decimal("0.05"))
+    assert same_number("0.22", "0.25", loose) and not same_number("0.22", "0.25")
+    assert same_number("0.01", "0.06", loose) and not same_number("0.01", "0.07", loose)
+    relative = Tolerance(rtol=Decimal("0.1"))
+    assert same_number("560", "600", relative) and not same_number("560", "630", relative)
+    assert same_output("step 560, 0.14", "step 600, 0.15", relative)
+    assert not same_output("step 560 of 1000", "step 560 of 1001")  # untagged integers: exact
+
+
+def test_tolerance_tags():
+    assert tolerance(["nbval-atol-0.05", "hide-input"]) == Tolerance(atol=Decimal("0.05"))
+    assert tolerance(None) == Tolerance() == tolerance(["nbval-ignore-output"])
+    for bad in ("nbval-atol-", "nbval-rtol-5%", "nbval-atol-1e-3"):
+        with pytest.raises(ValueError, match=f"cell tag '{bad}': expected nbval-atol-X"):
+            tolerance([bad])
+
+
 def test_nbval_compares_numbers(tmp_path):
     """One notebook, a cell per case (one kernel start): nbval with the plugin, as
     ``make nbval`` runs it, passes exactly the cells within a last digit."""
@@ -151,8 +193,10 @@ def test_nbval_compares_numbers(tmp_path):
         "display_name": "Python 3",
         "language": "python",
     }
-    for i, (stored, printed, _) in enumerate(CASES, start=1):
+    cases = [(*case, []) for case in CASES] + TAGGED
+    for i, (stored, printed, _, tags) in enumerate(cases, start=1):
         cell = nbformat.v4.new_code_cell(f"print({printed!r})", execution_count=i)
+        cell.metadata["tags"] = tags
         cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=stored + "\n")]
         nb.cells.append(cell)
     notebook = tmp_path / "nb.ipynb"
@@ -161,9 +205,9 @@ def test_nbval_compares_numbers(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "scripts"))
     command = nbval_numbers.command(notebook) + [f"--junitxml={junit}"]
     run = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, check=False)
-    cases = list(ET.parse(junit).getroot().iter("testcase"))
-    assert len(cases) == len(CASES), run.stdout + run.stderr
-    for case, (stored, printed, passes) in zip(cases, CASES):
+    results = list(ET.parse(junit).getroot().iter("testcase"))
+    assert len(results) == len(cases), run.stdout + run.stderr
+    for case, (stored, printed, passes, _) in zip(results, cases):
         failed = case.find("failure") is not None or case.find("error") is not None
         assert failed != passes, (stored, printed, run.stdout)
         if failed:
