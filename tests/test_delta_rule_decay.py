@@ -88,7 +88,7 @@ def test_every_form_is_finite_and_right_at_the_edges_of_the_decay(dtype, chunk_s
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_a_sigmoid_that_underflows_is_a_finite_log_decay(dtype):
-    """``sigmoid(-120)`` is 0 in float32 (``sigmoid(-20)`` in float16), ``logsigmoid`` is -120:
+    """``sigmoid(-120)`` is 0 in float32 (from -89; from -18 in float16), ``logsigmoid`` -120:
     the log-space decay is the one a layer passes; every form agrees with float64."""
     logits = torch.linspace(-120.0, 8.0, N * H * L, dtype=torch.float64).view(N, H, L)
     log_alpha = F.logsigmoid(logits.to(dtype))

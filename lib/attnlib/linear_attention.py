@@ -504,7 +504,7 @@ def delta_rule_recurrent(
     ``alpha_t = 1``; ``alpha_t = 0`` empties the state, and nothing after it depends on the
     tokens before. It may come in log space instead (``log_decay``, flash-linear-attention's
     ``g``): ``F.logsigmoid(x)`` stays finite where ``sigmoid(x)`` rounds to 0 (below about
-    -100 in float32, -17 in float16). The parallel and chunked forms sum logs, so every decay
+    -88 in float32, -17 in float16). The parallel and chunked forms sum logs, so every decay
     in ``[0, 1]``, 0 included, gives finite numbers in each form.
 
     Args:
