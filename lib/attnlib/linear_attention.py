@@ -46,6 +46,7 @@ from attnlib._checks import (
     check_same_kind,
     check_tensor,
     shape_str,
+    values_unreadable,
 )
 from attnlib.decoding import Cache
 
@@ -388,36 +389,85 @@ def linear_attention_chunked(
 # ---- DeltaNet: the delta rule ----------------------------------------------------------------
 
 
-def _delta_prepare(query, key, value, beta, decay, state):
+def _check_decay(decay, log_decay, query: Tensor) -> None:
+    """At most one of ``decay`` (``alpha_t`` in ``[0, 1]``) and ``log_decay`` (``log alpha_t
+    <= 0``, ``-inf`` allowed), one number per token of ``query``. The ranges are a test of the
+    values (NaN fails it): skipped where they cannot be read (``values_unreadable``)."""
+    if decay is not None and log_decay is not None:
+        raise ValueError(
+            "decay and log_decay must not both be given: decay= takes alpha_t in [0, 1], "
+            "log_decay= takes log(alpha_t) <= 0; got both"
+        )
+    for name, x in (("decay", decay), ("log_decay", log_decay)):
+        if x is None:
+            continue
+        _check_per_token(name, x, query)
+        if values_unreadable(x):  # the test below reads the values
+            continue
+        ok = (x >= 0) & (x <= 1) if name == "decay" else x <= 0  # (..., L); False for NaN
+        if not ok.all():
+            what = (
+                "probabilities alpha_t in [0, 1] (1 keeps the state, 0 resets it)"
+                if name == "decay"
+                else "log-decays log(alpha_t) <= 0 (0 keeps the state, -inf resets it)"
+            )
+            raise ValueError(f"{name} must hold {what}; got {x[~ok].flatten()[:5].tolist()}")
+
+
+def _delta_prepare(query, key, value, beta, decay, log_decay, state):
     """Check the arguments of the delta-rule forms; return the L2-normalised keys, the
-    log-decays (``None`` without ``decay``) and the state to start from (zeros by default)."""
+    log-decays ``log alpha_t`` (``None`` without a decay, ``-inf`` where ``alpha_t = 0``) and
+    the state to start from (zeros by default)."""
     _check_qkv(query, key, value)
     _check_per_token("beta", beta, query)
-    if decay is not None:
-        _check_per_token("decay", decay, query)
+    _check_decay(decay, log_decay, query)
     shape = (*query.shape[:-2], query.shape[-1], value.shape[-1])  # (..., D, D_v)
     if state is None:
         state = query.new_zeros(shape)
     else:
         _check_state("state", state, shape, query)
-    log_decay = None if decay is None else torch.log(decay)  # (..., L), <= 0
+    if decay is not None:
+        log_decay = torch.log(decay)  # (..., L), <= 0; -inf where alpha_t = 0
     return F.normalize(key, dim=-1), log_decay, state
 
 
+def _working(*tensors: Tensor | None) -> list[Tensor | None]:
+    """The tensors in the dtype the parallel and chunked forms compute in: float32 for float16
+    and bfloat16 (``torch.linalg.solve_triangular`` has no half-precision CPU kernel, and the
+    triangular solve wants the precision; flash-linear-attention computes in float32 too), else
+    their own dtype, with no copy. ``None`` stays ``None``."""
+    dtype = tensors[0].dtype
+    work = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    return [None if t is None else t.to(work) for t in tensors]
+
+
 def _cumulative(log_decay: Tensor | None, like: Tensor) -> Tensor:
-    """``g_t = log(alpha_1 ... alpha_t)`` ``(..., C)`` within a chunk; zeros without decay."""
+    """``g_t = log(alpha_1 ... alpha_t)`` ``(..., C)`` within a chunk (``-inf`` from a decay of
+    0 on); zeros without decay."""
     if log_decay is None:
         return like.new_zeros(like.shape[:-1])
     return log_decay.cumsum(-1)
 
 
-def _decay_matrix(g: Tensor) -> Tensor:
-    """``Gamma_ti = alpha_{i+1} ... alpha_t = exp(g_t - g_i)`` for ``i <= t``, 0 above the
-    diagonal: ``(..., C, C)``, every exponent <= 0 (nothing overflows)."""
-    C = g.shape[-1]
-    causal = torch.ones(C, C, dtype=torch.bool, device=g.device).tril()  # (C, C)
-    diff = g.unsqueeze(-1) - g.unsqueeze(-2)  # (..., C, C): g_t - g_i
-    return torch.exp(diff.masked_fill(~causal, -math.inf))
+def _decay_matrix(log_decay: Tensor | None, like: Tensor) -> Tensor:
+    """``Gamma_ti = alpha_{i+1} ... alpha_t`` for ``i <= t`` and 0 above the diagonal, for the
+    ``C`` tokens of ``like`` ``(..., C, D)``: ``(..., C, C)``; ``(C, C)`` ones on and below the
+    diagonal without decay.
+
+    Each exponent is summed over its own segment, ``sum_{i < j <= t} log alpha_j`` (Mamba 2's
+    ``segsum``), not taken as a difference ``g_t - g_i`` of cumulative sums: a decay of 0 (log
+    ``-inf``) gives ``Gamma_ti = 0`` across it and exact products after it, where ``-inf -
+    (-inf)`` would be NaN, and no large cumulative sums cancel. The upper triangle is set to
+    ``-inf`` before the ``exp``: every exponent is ``<= 0`` and nothing overflows."""
+    C = like.shape[-2]
+    causal = torch.ones(C, C, dtype=torch.bool, device=like.device).tril()  # (C, C): i <= t
+    if log_decay is None:
+        return causal.to(like.dtype)  # (C, C)
+    later = causal.tril(-1)  # (C, C): j > i
+    terms = log_decay.unsqueeze(-1).expand(*log_decay.shape, C)  # (..., C, C): [j, i] = log a_j
+    terms = terms.masked_fill(~later, 0.0)  # (..., C, C): only the j > i count
+    segment = terms.cumsum(-2)  # (..., C, C): [t, i] = sum_{i < j <= t} log alpha_j
+    return torch.exp(segment.masked_fill(~causal, -math.inf))  # (..., C, C)
 
 
 def delta_rule_recurrent(
@@ -427,6 +477,7 @@ def delta_rule_recurrent(
     beta: Tensor,
     *,
     decay: Tensor | None = None,
+    log_decay: Tensor | None = None,
     state: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """DeltaNet's delta rule (Schlag et al., 2021), recurrent form: the definition, one token
@@ -450,13 +501,21 @@ def delta_rule_recurrent(
     state along ``k_t`` and leaves the rest alone); the queries are used as given (DeltaNet also
     normalises them; do it before the call). ``alpha_t`` (``decay``) is Gated DeltaNet's
     (Yang et al., 2025): the whole state fades by ``alpha_t`` before the write; without it
-    ``alpha_t = 1``.
+    ``alpha_t = 1``; ``alpha_t = 0`` empties the state, and nothing after it depends on the
+    tokens before. It may come in log space instead (``log_decay``, flash-linear-attention's
+    ``g``): ``F.logsigmoid(x)`` stays finite where ``sigmoid(x)`` rounds to 0 (below about
+    -88 in float32, -17 in float16). The parallel and chunked forms sum logs, so every decay
+    in ``[0, 1]``, 0 included, gives finite numbers in each form.
 
     Args:
         query, key: ``(..., L, D)``; value: ``(..., L, D_v)``.
         beta: ``beta_t``, the writing strength of each token (and head), in ``(0, 1)`` (a
             sigmoid of a projection of the token; not checked: checks read no values).
-        decay: ``alpha_t`` in ``(0, 1]``, per token (and head), or ``None`` (no decay).
+        decay: ``alpha_t`` in ``[0, 1]``, per token (and head), or ``None`` (no decay).
+            Its gradient is not finite where it is exactly 0 in the parallel and chunked forms
+            (the chain rule passes through ``log 0``): train through ``log_decay``.
+        log_decay: ``log alpha_t <= 0`` in place of ``decay`` (``-inf``: ``alpha_t = 0``), as
+            :class:`LinearAttention` passes it (``F.logsigmoid``).
         state: ``S_0``, the state of the tokens before, ``(..., D, D_v)``; default zeros.
 
     Returns:
@@ -464,14 +523,17 @@ def delta_rule_recurrent(
 
     Shape:
         ``query``, ``key``: ``(..., L, D)``; ``value``: ``(..., L, D_v)``; ``beta``,
-        ``decay``: ``(..., L)``; ``state``: ``(..., D, D_v)``; output: ``(..., L, D_v)``.
+        ``decay``, ``log_decay``: ``(..., L)``; ``state``: ``(..., D, D_v)``; output:
+        ``(..., L, D_v)``.
 
     Raises:
-        TypeError: if ``query``, ``key``, ``value``, ``beta``, ``decay`` or ``state`` is not a
-            float tensor, or they differ in dtype.
+        TypeError: if ``query``, ``key``, ``value``, ``beta``, ``decay``, ``log_decay`` or
+            ``state`` is not a float tensor, or they differ in dtype.
         ValueError: if ``key`` has not the shape of ``query``, ``value`` has not one row per
-            token, ``beta`` or ``decay`` not one number per token, ``state`` has the wrong
-            shape, or they lie on different devices.
+            token, ``beta``, ``decay`` or ``log_decay`` not one number per token, ``state`` has
+            the wrong shape, they lie on different devices, ``decay`` and ``log_decay`` are
+            both given, ``decay`` holds a number outside ``[0, 1]`` or ``log_decay`` one above
+            0 (or NaN; values are not read under ``torch.compile``).
 
     Example:
         >>> q = torch.ones(1, 2, 1)
@@ -480,12 +542,16 @@ def delta_rule_recurrent(
         >>> out, S = delta_rule_recurrent(q, k, v, torch.tensor([[0.5, 0.25]]))
         >>> out.flatten().tolist(), S.item()  # S = 0.5 * 4 = 2, then 2 + 0.25 * (-2 - 2) = 1
         ([2.0, 1.0], 1.0)
+        >>> reset = torch.tensor([[1.0, 0.0]])  # alpha_2 = 0: S = 0, then 0.25 * (-2 - 0)
+        >>> delta_rule_recurrent(q, k, v, torch.tensor([[0.5, 0.25]]), decay=reset)[1].item()
+        -0.5
     """
-    k, _, S = _delta_prepare(query, key, value, beta, decay, state)
+    k, log_decay, S = _delta_prepare(query, key, value, beta, decay, log_decay, state)
+    alpha = decay if decay is not None or log_decay is None else torch.exp(log_decay)  # (..., L)
     outs = []
     for t in range(query.shape[-2]):
-        if decay is not None:
-            S = decay[..., t, None, None] * S  # (..., D, D_v): alpha_t S_{t-1}
+        if alpha is not None:
+            S = alpha[..., t, None, None] * S  # (..., D, D_v): alpha_t S_{t-1}
         k_t = k[..., t, :]  # (..., D)
         stored = (k_t.unsqueeze(-2) @ S).squeeze(-2)  # (..., D_v): the value S gives for k_t
         delta = beta[..., t, None] * (value[..., t, :] - stored)  # (..., D_v)
@@ -502,6 +568,7 @@ def delta_rule(
     beta: Tensor,
     *,
     decay: Tensor | None = None,
+    log_decay: Tensor | None = None,
     state: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """DeltaNet's delta rule, parallel form (Yang et al., 2024): one unit lower triangular
@@ -521,15 +588,17 @@ def delta_rule(
         S_L = \\gamma_L S_0 + K^\\top \\operatorname{diag}(\\gamma_L / \\gamma) U
         \\end{aligned}
 
-    with ``Gamma_ti = gamma_t / gamma_i`` for ``i <= t`` and 0 above the diagonal (all ones
-    below it without ``decay``). The matrix on the left is unit lower triangular: one
-    ``torch.linalg.solve_triangular`` replaces the ``L`` sequential steps; its inverse is the
-    ``T`` of the WY (UT) representation (:func:`delta_rule_chunked`). ``O(L^2)`` memory, as
-    attention.
+    with ``Gamma_ti = gamma_t / gamma_i = alpha_{i+1} ... alpha_t`` for ``i <= t`` and 0 above
+    the diagonal (all ones below it without ``decay``), computed as ``exp`` of sums of
+    ``log alpha_j`` (a decay of 0 is a ``-inf`` in the sum, and its products are 0). The
+    matrix on the left is unit lower triangular: one ``torch.linalg.solve_triangular`` replaces
+    the ``L`` sequential steps; its inverse is the ``T`` of the WY (UT) representation
+    (:func:`delta_rule_chunked`). ``O(L^2)`` memory, as attention. float16 and bfloat16 inputs
+    are computed in float32 and returned in their dtype.
 
     Args:
-        query, key, value, beta, decay, state: as :func:`delta_rule_recurrent` (the keys are
-            L2-normalised here too).
+        query, key, value, beta, decay, log_decay, state: as :func:`delta_rule_recurrent` (the
+            keys are L2-normalised here too).
 
     Returns:
         ``(output, state)``: the output and ``S_L``, the state after the last token.
@@ -551,24 +620,27 @@ def delta_rule(
         >>> torch.allclose(out, delta_rule_recurrent(q, k, v, beta)[0], atol=1e-5)
         True
     """
-    k, log_decay, S = _delta_prepare(query, key, value, beta, decay, state)
+    dtype = query.dtype
+    k, log_decay, S = _delta_prepare(query, key, value, beta, decay, log_decay, state)
+    query, k, value, beta, log_decay, S = _working(query, k, value, beta, log_decay, S)
     g = _cumulative(log_decay, query)  # (..., L): log gamma_t
-    Gamma = _decay_matrix(g)  # (..., L, L), lower triangular
+    Gamma = _decay_matrix(log_decay, query)  # (..., L, L), lower triangular
     gamma = torch.exp(g).unsqueeze(-1)  # (..., L, 1)
     A = (beta.unsqueeze(-1) * (k @ k.transpose(-2, -1)) * Gamma).tril(-1)  # (..., L, L)
     A = A + torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)  # unit lower triangular
     rhs = beta.unsqueeze(-1) * (value - gamma * (k @ S))  # (..., L, D_v)
     U = torch.linalg.solve_triangular(A, rhs, upper=False, unitriangular=True)  # (..., L, D_v)
     out = gamma * (query @ S) + ((query @ k.transpose(-2, -1)) * Gamma) @ U  # (..., L, D_v)
-    return out, _carry(S, k, U, g)
+    return out.to(dtype), _carry(S, k, U, g, Gamma).to(dtype)
 
 
-def _carry(S: Tensor, k: Tensor, U: Tensor, g: Tensor) -> Tensor:
-    """The state after a chunk: ``gamma_C S + K^T diag(gamma_C / gamma) U``."""
+def _carry(S: Tensor, k: Tensor, U: Tensor, g: Tensor, Gamma: Tensor) -> Tensor:
+    """The state after a chunk: ``gamma_C S + K^T diag(gamma_C / gamma) U``, where
+    ``gamma_C / gamma_i = Gamma_Ci`` is the decay matrix's last row."""
     if g.shape[-1] == 0:  # an empty chunk leaves the state as it was
         return S
     last = g[..., -1:]  # (..., 1): log gamma_C
-    fade = torch.exp(last - g).unsqueeze(-1)  # (..., C, 1): gamma_C / gamma_i, <= 1
+    fade = Gamma[..., -1, :].unsqueeze(-1)  # (..., C, 1): gamma_C / gamma_i, <= 1
     return torch.exp(last).unsqueeze(-1) * S + k.transpose(-2, -1) @ (fade * U)  # (..., D, D_v)
 
 
@@ -580,6 +652,7 @@ def delta_rule_chunked(
     *,
     chunk_size: int = 64,
     decay: Tensor | None = None,
+    log_decay: Tensor | None = None,
     state: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """DeltaNet's delta rule, chunked form: the WY (UT) representation inside chunks of ``C``
@@ -605,10 +678,11 @@ def delta_rule_chunked(
     from chunk to chunk. ``W`` and ``U`` are the WY representation of the chunk's product of
     ``alpha_t (I - beta_t k_t^T k_t)`` and of its writes. ``C = 1`` is the recurrent form;
     ``C >= L`` is the parallel form, solved by inverting ``T`` instead. ``L`` need not be a
-    multiple of ``C``.
+    multiple of ``C``. float16 and bfloat16 inputs are computed in float32 and returned in
+    their dtype.
 
     Args:
-        query, key, value, beta, decay, state: as :func:`delta_rule_recurrent`.
+        query, key, value, beta, decay, log_decay, state: as :func:`delta_rule_recurrent`.
         chunk_size: ``C``, tokens per chunk, ``>= 1``.
 
     Returns:
@@ -629,16 +703,24 @@ def delta_rule_chunked(
         >>> slow, S_slow = delta_rule_recurrent(q, k, v, beta, decay=decay)
         >>> torch.allclose(out, slow, atol=1e-5), torch.allclose(S, S_slow, atol=1e-5)
         (True, True)
+        >>> log_alpha = F.logsigmoid(torch.full((10,), -200.0))  # sigmoid(-200) is 0 in float32
+        >>> out, S = delta_rule_chunked(q, k, v, beta, log_decay=log_alpha, chunk_size=4)
+        >>> last = F.normalize(k[-1], dim=0)  # each token forgets the others: S = beta k^T v
+        >>> torch.allclose(S, beta[-1] * last[:, None] * v[-1]), bool(out.isfinite().all())
+        (True, True)
     """
     C = _check_chunk_size(chunk_size)
-    k, log_decay, S = _delta_prepare(query, key, value, beta, decay, state)
+    dtype = query.dtype
+    k, log_decay, S = _delta_prepare(query, key, value, beta, decay, log_decay, state)
+    query, k, value, beta, log_decay, S = _working(query, k, value, beta, log_decay, S)
     outs = []
     for start in range(0, query.shape[-2], C):
         chunk = slice(start, start + C)
         q_c, k_c, v_c = query[..., chunk, :], k[..., chunk, :], value[..., chunk, :]
         b_c = beta[..., chunk]  # (..., C)
-        g = _cumulative(None if log_decay is None else log_decay[..., chunk], q_c)  # (..., C)
-        Gamma = _decay_matrix(g)  # (..., C, C)
+        a_c = None if log_decay is None else log_decay[..., chunk]  # (..., C): log alpha_t
+        g = _cumulative(a_c, q_c)  # (..., C)
+        Gamma = _decay_matrix(a_c, q_c)  # (..., C, C)
         gamma = torch.exp(g).unsqueeze(-1)  # (..., C, 1)
         n = q_c.shape[-2]
         eye = torch.eye(n, dtype=q_c.dtype, device=q_c.device)
@@ -648,9 +730,9 @@ def delta_rule_chunked(
         U = T @ (b_c.unsqueeze(-1) * v_c)  # (..., C, D_v)
         U = U - W @ S  # (..., C, D_v): the pseudo-values given the state carried in
         outs.append(gamma * (q_c @ S) + ((q_c @ k_c.transpose(-2, -1)) * Gamma) @ U)
-        S = _carry(S, k_c, U, g)  # (..., D, D_v)
+        S = _carry(S, k_c, U, g, Gamma)  # (..., D, D_v)
     out = torch.cat(outs, dim=-2) if outs else value.new_zeros(value.shape)  # (..., L, D_v)
-    return out, S
+    return out.to(dtype), S.to(dtype)
 
 
 # ---- a layer ---------------------------------------------------------------------------------
@@ -814,12 +896,12 @@ class LinearAttention(nn.Module):
             out, state = linear_attention_chunked(q, k, v, chunk_size=self.chunk_size, state=state)
         else:
             beta = torch.sigmoid(self.beta_proj(x)).transpose(1, 2)  # (N, H, L)
-            decay = None
+            log_decay = None  # log alpha = logsigmoid: finite where sigmoid rounds to 0
             if self.decay_proj is not None:
-                decay = torch.sigmoid(self.decay_proj(x)).transpose(1, 2)  # (N, H, L)
+                log_decay = F.logsigmoid(self.decay_proj(x)).transpose(1, 2)  # (N, H, L)
             q = F.normalize(q, dim=-1)  # the keys are normalised by the delta rule
             out, state = delta_rule_chunked(
-                q, k, v, beta, decay=decay, chunk_size=self.chunk_size, state=state
+                q, k, v, beta, log_decay=log_decay, chunk_size=self.chunk_size, state=state
             )
         if cache is not None:
             cache.state = state

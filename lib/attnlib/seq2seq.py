@@ -19,7 +19,9 @@ step by step. :func:`attnlib.convert.decoder_block_from_torch` and
 ``nn.TransformerDecoderLayer`` and ``nn.Transformer`` (``norm_first=True``, GELU).
 
 Masks follow attnlib: ``True`` = may attend. A *source mask* ``(N, S)`` marks the real tokens
-of each source (``False`` = padding), the opposite of PyTorch's ``src_key_padding_mask``.
+of each source (``False`` = padding), the opposite of PyTorch's ``src_key_padding_mask``. The
+padding may sit on either side (or both): a real token's position is the number of real tokens
+before it, so a source padded on the left gives the numbers of the same source unpadded.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from attnlib._checks import (
     check_sizes,
     check_tensor,
     shape_str,
+    values_unreadable,
 )
 from attnlib.attention import _attend, _causal_mask
 from attnlib.decoding import KVCache
@@ -336,7 +339,11 @@ class EncoderDecoder(nn.Module):
     sees every real source token (no causal mask); the decoder a stack of
     :class:`DecoderBlock`, causal over the target and reading the encoder's output ``m``
     through cross-attention. ``P`` is the sinusoidal encoding of the original Transformer
-    (:func:`attnlib.positions.sinusoidal_encoding`). Between the embeddings and the read-out the
+    (:func:`attnlib.positions.sinusoidal_encoding`). With a mask, the position of a real token
+    is the number of real tokens before it, ``cumsum(mask) - 1``, not its index: padding on
+    the left (or on both sides, or between tokens) moves no real token, and the logits and
+    memory of the real tokens are those of the unpadded sequence; a padding token keeps its
+    index (nothing reads it). Between the embeddings and the read-out the
     model computes what ``nn.Transformer(E, H, ..., activation="gelu", batch_first=True,
     norm_first=True)`` computes (:func:`attnlib.convert.encoder_decoder_to_torch`).
 
@@ -361,9 +368,10 @@ class EncoderDecoder(nn.Module):
 
     Shape:
         - ``source``: ``(N, S)`` ids; ``source_mask``: ``(N, S)`` boolean, ``True`` for the real
-          tokens, ``False`` for padding (default: all real).
+          tokens, ``False`` for padding, on either side (default: all real).
         - ``target``: ``(N, L)`` ids, starting with the start token; ``target_mask``: ``(N, L)``
-          boolean, ``True`` for real tokens (padding after the end keeps other rows exact).
+          boolean, ``True`` for real tokens, ``False`` for padding on either side (a padded
+          position's logits are not a prediction; the real ones are the unpadded target's).
         - logits: ``(N, L, V_t)``, position ``t`` scoring the target's token ``t + 1``.
         - weights, with ``need_weights=True``: a dict of lists, one tensor per layer:
           ``"encoder"`` ``(N, H, S, S)``, ``"decoder"`` ``(N, H, L, L)``, ``"cross"``
@@ -475,6 +483,8 @@ class EncoderDecoder(nn.Module):
                 f"{name} must have the shape of its ids {shape_str(ids.shape)}; got "
                 f"{shape_str(mask.shape)}"
             )
+        if values_unreadable(mask):  # the test below reads the values
+            return mask
         if not mask.any(dim=1).all():
             rows = (~mask.any(dim=1)).nonzero().flatten().tolist()
             raise ValueError(
@@ -487,28 +497,44 @@ class EncoderDecoder(nn.Module):
         return self._check_mask("source_mask", source_mask, source)
 
     # ---- the parts ---------------------------------------------------------------------
-    def embed_source(self, source: Tensor) -> Tensor:
-        """The encoder's input: token embeddings plus positions, ``(N, S, E)`` (dropout in
-        training mode)."""
-        S = source.shape[1]
-        return self.drop(self.source_embedding(source) + self.position_encoding[:S])
+    def _positions(self, length: int, mask: Tensor | None, start: int = 0) -> Tensor:
+        """The position encodings of ``length`` tokens from position ``start``: rows ``start ..
+        start + length - 1`` of the table, ``(L, E)``, without ``mask``; with a mask ``(N, L)``,
+        a real token's row is ``start`` plus the number of real tokens before it and a padding
+        token's ``start`` plus its index, ``(N, L, E)``."""
+        if mask is None:
+            return self.position_encoding[start : start + length]  # (L, E)
+        index = torch.arange(start, start + length, device=mask.device)  # (L,)
+        index = torch.where(mask, start + mask.cumsum(1) - 1, index)  # (N, L)
+        return self.position_encoding[index]  # (N, L, E)
 
-    def embed_target(self, target: Tensor, start: int = 0) -> Tensor:
-        """The decoder's input for target positions ``start .. start + L - 1``, ``(N, L, E)``."""
+    def embed_source(self, source: Tensor, *, source_mask: Tensor | None = None) -> Tensor:
+        """The encoder's input: token embeddings plus positions, ``(N, S, E)`` (dropout in
+        training mode). With ``source_mask`` the positions count real tokens only (a padding
+        token keeps its index), as :meth:`forward` does; not checked here."""
+        S = source.shape[1]
+        return self.drop(self.source_embedding(source) + self._positions(S, source_mask))
+
+    def embed_target(
+        self, target: Tensor, start: int = 0, *, target_mask: Tensor | None = None
+    ) -> Tensor:
+        """The decoder's input for target positions ``start .. start + L - 1``, ``(N, L, E)``;
+        with ``target_mask`` the positions count real tokens only (from ``start``), as
+        :meth:`forward` does; not checked here."""
         L = target.shape[1]
-        positions = self.position_encoding[start : start + L]  # (L, E)
-        return self.drop(self.target_embedding(target) + positions)
+        return self.drop(self.target_embedding(target) + self._positions(L, target_mask, start))
 
     def encode(
         self, source: Tensor, *, source_mask: Tensor | None = None, need_weights: bool = False
     ) -> tuple[Tensor, list[Tensor] | None]:
         """The encoder's output (the *memory*), ``(N, S, E)``, and each layer's weights
-        ``(N, H, S, S)`` with ``need_weights=True``."""
+        ``(N, H, S, S)`` with ``need_weights=True``. With ``source_mask`` the real tokens'
+        rows are those of the source without its padding, on whichever side it sits."""
         source_mask = self._check_source(source, source_mask)
         return self._encode(source, source_mask, need_weights)
 
     def _encode(self, source, source_mask, need_weights):
-        x = self.embed_source(source)  # (N, S, E)
+        x = self.embed_source(source, source_mask=source_mask)  # (N, S, E)
         mask = None if source_mask is None else source_mask[:, None, None, :]  # (N, 1, 1, S)
         weights = []
         for block in self.encoder:
@@ -541,7 +567,7 @@ class EncoderDecoder(nn.Module):
         if target_mask is not None:
             mask = mask & target_mask[:, None, None, :]  # (N, 1, L, L): and no padded key
         memory_mask = None if source_mask is None else source_mask[:, None, None, :]
-        x = self.embed_target(target)  # (N, L, E)
+        x = self.embed_target(target, target_mask=target_mask)  # (N, L, E)
         decoder_w, cross_w = [], []
         for block in self.decoder:
             x, w = block._forward(x, block.memory_kv(memory), mask, memory_mask, None, need_weights)
