@@ -293,7 +293,8 @@ class MultiHeadLatentAttention(nn.Module):
         a step of ``x`` ``(N, L, E)`` in this layer: kept RoPE keys ``(N, 1, S, d_R)`` and
         latents ``(N, 1, S, d_c)`` of this layer's sizes, ``x``'s batch, dtype and device, and
         no other layer's (:meth:`attnlib.decoding.Cache.claim`)."""
-        value = cache.value if isinstance(cache, Cache) else None
+        _check_kv_cache(self, cache, x, name, 1, self.rope_dim, claim=False)
+        value = None if cache is None else cache.value
         if value is not None and value.shape[-1] != self.latent_dim:
             raise ValueError(
                 f"{name} holds latents of shape {shape_str(value.shape)}; this layer's latent_dim "
@@ -301,7 +302,8 @@ class MultiHeadLatentAttention(nn.Module):
                 "(N, 1, S, rope_dim) and the latents (N, 1, S, latent_dim) of one layer and one "
                 "batch; start a new KVCache()"
             )
-        _check_kv_cache(self, cache, x, name, 1, self.rope_dim)
+        if cache is not None:
+            cache.claim(self, name=name)
 
     def _self_attention(self, x, mask, need_weights, cache):
         """The interface a block calls (see :class:`attnlib.MultiHeadAttention`): the absorbed

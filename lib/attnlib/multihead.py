@@ -60,27 +60,30 @@ def _check_dims(embed_dim: int, num_heads: int, head_dim: int | None) -> int:
     return embed_dim // num_heads
 
 
-def _check_kv_cache(module, cache, x: Tensor, name: str, kv_heads: int, head_dim: int) -> None:
+def _check_kv_cache(
+    module, cache, x: Tensor, name: str, kv_heads: int, head_dim: int, claim: bool = True
+) -> None:
     """The ``check_cache`` of the softmax layers: ``cache`` is ``None`` or a
     :class:`attnlib.decoding.Cache` of a self-attention whose kept keys fit ``kv_heads`` heads
     of ``head_dim``, the batch, dtype and device of ``x`` ``(N, L, E)``, and that serves
-    ``module`` alone (:meth:`attnlib.decoding.Cache.claim`)."""
+    ``module`` alone (:meth:`attnlib.decoding.Cache.claim`; not yet with ``claim=False``)."""
     if cache is None:
         return
     if not isinstance(cache, Cache) or not cache.keeps_keys:
         raise TypeError(
-            f"{name} must be an attnlib.decoding.Cache that keeps keys and values (KVCache, "
-            f"PreallocatedCache, RollingCache, SinkCache, PagedCache); got "
-            f"{type(cache).__name__}"
+            f"{name} must be an attnlib.decoding.Cache (KVCache, PreallocatedCache, RollingCache, "
+            f"SinkCache, PagedCache: one that keeps keys and values); got {type(cache).__name__}"
         )
     if (module.kdim, module.vdim) != (module.embed_dim,) * 2:
         raise ValueError(
             f"{name} needs a self-attention layer, kdim = vdim = embed_dim; got kdim="
             f"{module.kdim}, vdim={module.vdim}, embed_dim={module.embed_dim}"
         )
-    hint = "a cache belongs to one layer and one batch; start a new KVCache()"
+    hint = "a cache belongs to one layer and one batch; start a new KVCache() (for a model: "
+    hint += "model.new_cache())"
     cache_fits(name, cache, x.shape[0], kv_heads, head_dim, x.dtype, x.device, hint)
-    cache.claim(module, name=name)
+    if claim:
+        cache.claim(module, name=name)
 
 
 def _prepare(module, query, key, value, mask):
@@ -94,7 +97,9 @@ def _prepare(module, query, key, value, mask):
     key = query if key is None else key
     value = key if value is None else value
     weight = module.out_proj.weight
-    x, _, batched = check_input(query, None, weight=weight, width=module.embed_dim, heads=1)
+    x, _, batched = check_input(
+        query, None, weight=weight, width=module.embed_dim, heads=1, name="query"
+    )
     widths = {
         "key": ("E" if module.kdim == module.embed_dim else "kdim", module.kdim),
         "value": ("E" if module.vdim == module.embed_dim else "vdim", module.vdim),

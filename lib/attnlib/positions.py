@@ -396,7 +396,9 @@ def _position_scheme(positions, *, rope_base: float = 10000.0):
     if isinstance(positions, str):
         if positions in SCHEMES:
             return Rotary(rope_base) if positions == "rope" else ALiBi()
-    elif positions is None or isinstance(positions, PositionScheme):
+    elif positions is None or (
+        isinstance(positions, PositionScheme) and not isinstance(positions, type)
+    ):  # an object, not a class such as Rotary itself
         return positions
     raise ValueError(
         "positions must be None, 'rope', 'alibi', or a position scheme (an object with "
