@@ -228,7 +228,7 @@ def test_a_rope_layer_equals_sdpa_on_rotated_queries_and_keys():
 
 @pytest.mark.parametrize("bad", ["absolute", "learned", 3, Rotary])
 def test_a_layer_refuses_other_positions(bad):
-    with pytest.raises(ValueError, match=r"positions must be None, 'rope', 'alibi', or a position scheme"):
+    with pytest.raises(ValueError, match=r"positions must be None, 'rope', 'alibi', or a position"):
         MultiHeadAttention(E, H, positions=bad)
 
 

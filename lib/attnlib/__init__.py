@@ -17,11 +17,11 @@ called.
   reference groups it, not import paths: everything public in them is here.
 * The *public submodules* are the modules named in ``attnlib.__all__``: ``bpe``,
   ``convert``, ``corpus``, ``decoding``, ``display``, ``efficient``, ``experiment``,
-  ``latent``, ``linear_attention``, ``paged``, ``positions``, ``pretrained``, ``seq2seq`` and
-  ``tokenizer``.
+  ``latent``, ``layers``, ``linear_attention``, ``paged``, ``positions``, ``pretrained``,
+  ``seq2seq`` and ``tokenizer``.
   Their names are used through the module (``attnlib.positions.alibi_bias``, ``from
   attnlib.corpus import CorpusVocabulary``) and are not repeated at the top level, except
-  ``tokenize``, which is imported from the top level.
+  ``tokenize`` and ``ModelCache`` (of ``decoding``), which are imported from the top level.
 * A module whose name starts with ``_`` is private.
 
 Only this file re-exports: a module imports another module's names to use them, never to offer

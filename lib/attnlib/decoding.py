@@ -448,6 +448,24 @@ class PreallocatedCache(Cache):
         """Bytes of the positions written so far."""
         return 0 if self._key_buffer is None else self.key.nbytes + self.value.nbytes
 
+    def crop(self, length: int) -> None:
+        """Forget every token after the first ``length`` (their slots are written again by the
+        next step), as :meth:`KVCache.crop`.
+
+        Raises:
+            TypeError: if ``length`` is not an ``int``.
+            ValueError: if ``length`` is not in ``0 .. self.length``.
+
+        Example:
+            >>> cache = PreallocatedCache(8)
+            >>> _ = cache.update(torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2))
+            >>> cache.crop(1)
+            >>> cache.length, tuple(cache.key.shape)
+            (1, (1, 1, 1, 2))
+        """
+        self.length = check_int("length", length, low=0, high=self.length)
+        self.positions = None if self.positions is None else self.positions[: self.length]
+
     def _update(self, key, value):
         end = self.length + key.shape[2]
         if end > self.max_len:

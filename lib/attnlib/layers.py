@@ -29,7 +29,7 @@ from attnlib.linear_attention import LinearAttention
 from attnlib.multihead import ModernAttention, MultiHeadAttention
 from attnlib.positions import ALiBi, _position_scheme
 
-__all__ = ["SOFTMAX_OPTIONS", "make_attention"]
+__all__ = ["make_attention"]
 
 MODERN_OPTIONS = ("qk_norm", "softcap", "sink", "gate")  # ModernAttention's own
 SOFTMAX_OPTIONS = ("num_kv_heads", "positions", "latent_dim", *MODERN_OPTIONS)  # not for linear
@@ -81,8 +81,8 @@ def make_attention(
         'MultiHeadAttention'
         >>> type(make_attention(12, 3, qk_norm=True)).__name__
         'ModernAttention'
-        >>> make_attention(12, 3, linear="delta")
-        LinearAttention(embed_dim=12, num_heads=3, rule='delta', conv_size=4, chunk_size=64)
+        >>> type(make_attention(12, 3, linear="delta", bias=True)).__name__
+        'LinearAttention'
     """
     given = _given({"latent_dim": latent_dim, **options})
     if linear is not None:

@@ -104,13 +104,12 @@ def _prepare(module, query, key, value, mask):
         "key": ("E" if module.kdim == module.embed_dim else "kdim", module.kdim),
         "value": ("E" if module.vdim == module.embed_dim else "vdim", module.vdim),
     }
-    checked = [query]  # a tensor passed twice (self-attention) is checked once
+    checked = [query]  # a tensor passed twice (self-attention) has its type checked once
     for name, t in (("key", key), ("value", value)):
-        if any(t is u for u in checked):
-            continue
-        checked.append(t)
-        check_tensor(name, t, (query.dim(),))
-        check_module_input(name, t, weight)
+        if not any(t is u for u in checked):
+            checked.append(t)
+            check_tensor(name, t, (query.dim(),))
+            check_module_input(name, t, weight)
         letter, width = widths[name]
         n = f"N={query.shape[0]}, " if batched else ""
         if t.shape[-1] != width or (batched and t.shape[0] != query.shape[0]):

@@ -375,6 +375,13 @@ class PositionScheme(Protocol):
       float bias broadcastable to the scores ``(N, H, L, S)``, or ``None``;
     - ``check_head_dim(D)``: raise a ``ValueError`` if heads of size ``D`` cannot be handled.
 
+    Args:
+        q, k, q_pos, k_pos: of the call, as above (the layer passes checked tensors).
+
+    Raises:
+        ValueError: from ``check_head_dim``, when the layer is made with heads the scheme
+            cannot take.
+
     Example:
         >>> isinstance(Rotary(), PositionScheme), isinstance("rope", PositionScheme)
         (True, False)
@@ -382,7 +389,8 @@ class PositionScheme(Protocol):
 
     def __call__(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor): ...
 
-    def check_head_dim(self, head_dim: int) -> None: ...
+    def check_head_dim(self, head_dim: int) -> None:
+        """Raise a ``ValueError`` if heads of size ``head_dim`` cannot be handled."""
 
 
 def _position_scheme(positions, *, rope_base: float = 10000.0):

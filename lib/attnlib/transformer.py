@@ -40,7 +40,7 @@ from attnlib.decoding import Cache, ModelCache, _sliding_window_mask
 from attnlib.layers import SOFTMAX_OPTIONS, make_attention
 from attnlib.positions import _position_scheme, sinusoidal_encoding
 
-__all__ = ["LanguageModel", "ModelCache", "TransformerBlock"]
+__all__ = ["LanguageModel", "TransformerBlock"]
 
 ADDED = ("learned", "sinusoidal")  # position schemes added to the token vectors
 
