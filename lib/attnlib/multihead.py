@@ -60,6 +60,15 @@ def _check_dims(embed_dim: int, num_heads: int, head_dim: int | None) -> int:
     return embed_dim // num_heads
 
 
+def _check_self_attention(module, cache, name: str = "cache") -> None:
+    """A ``cache`` needs a self-attention layer: keys and values of the query's width."""
+    if cache is not None and (module.kdim, module.vdim) != (module.embed_dim,) * 2:
+        raise ValueError(
+            f"{name} needs a self-attention layer, kdim = vdim = embed_dim; got kdim="
+            f"{module.kdim}, vdim={module.vdim}, embed_dim={module.embed_dim}"
+        )
+
+
 def _check_kv_cache(
     module, cache, x: Tensor, name: str, kv_heads: int, head_dim: int, claim: bool = True
 ) -> None:
@@ -74,11 +83,7 @@ def _check_kv_cache(
             f"{name} must be an attnlib.decoding.Cache (KVCache, PreallocatedCache, RollingCache, "
             f"SinkCache, PagedCache: one that keeps keys and values); got {type(cache).__name__}"
         )
-    if (module.kdim, module.vdim) != (module.embed_dim,) * 2:
-        raise ValueError(
-            f"{name} needs a self-attention layer, kdim = vdim = embed_dim; got kdim="
-            f"{module.kdim}, vdim={module.vdim}, embed_dim={module.embed_dim}"
-        )
+    _check_self_attention(module, cache, name)
     hint = "a cache belongs to one layer and one batch; start a new KVCache() (for a model: "
     hint += "model.new_cache())"
     cache_fits(name, cache, x.shape[0], kv_heads, head_dim, x.dtype, x.device, hint)
@@ -305,6 +310,7 @@ class MultiHeadAttention(nn.Module):
         every position the cache keeps.
         """
         cache_alone(cache, mask, key, value)
+        _check_self_attention(self, cache)  # before the widths of key and value are checked
         query, key, value, mask, batched = _prepare(self, query, key, value, mask)
         self.check_cache(cache, query)
         output, weights = self._forward(query, key, value, mask, need_weights, cache)
@@ -634,6 +640,7 @@ class NaiveMultiHeadAttention(nn.Module):
         were checked here, once).
         """
         cache_alone(cache, mask, key, value)
+        _check_self_attention(self, cache)  # before the widths of key and value are checked
         query, key, value, mask, batched = _prepare(self, query, key, value, mask)
         _check_kv_cache(self, cache, query, "cache", self.num_heads, self.head_dim)
         if cache is not None:
