@@ -219,3 +219,22 @@ def test_model_cache_is_in_decoding_and_at_the_top():
     assert not hasattr(attnlib.transformer, "ModelCache") or (
         attnlib.transformer.ModelCache is ModelCache
     )
+
+
+def test_chapters_load_the_book_scripts_without_a_path_edit():
+    """What the chapters used ``sys.path.insert(0, "../scripts")`` for."""
+    import sys
+
+    from attnlib.experiment import SCRIPTS, book_script
+
+    before = list(sys.path)
+    dates = book_script("train_dates")
+    assert dates.TARGET_ID["<bos>"] == 1 and callable(dates.make_model)
+    assert book_script("train_dates") is dates is sys.modules["train_dates"]
+    odyssey = book_script("train_odyssey")
+    assert {"BASE", "DISCOUNTS", "WEIGHTS", "Data", "make_model", "train"} <= set(vars(odyssey))
+    assert sys.path == before
+    with pytest.raises(FileNotFoundError, match=r"name must be one of the book's scripts in "):
+        book_script("no_such_script")
+    with pytest.raises(TypeError, match=r"name must be a str"):
+        book_script(SCRIPTS / "train_dates.py")
