@@ -36,13 +36,13 @@ def step_calls(S: int, G: int = H):
     mask = attnlib.causal_mask(S)
     cache = KVCache()
     layer(x[:, :-1], cache=cache, need_weights=False)  # prefill: S - 1 tokens
-    kept = cache.key, cache.value, cache.length
+    length = cache.length
 
     def no_cache():
         return layer(x, mask=mask, need_weights=False)[0][:, -1:]
 
     def with_cache():
-        cache.key, cache.value, cache.length = kept  # back to S - 1 tokens: the same step
+        cache.crop(length)  # back to S - 1 tokens: the same step
         return layer(x[:, -1:], cache=cache, need_weights=False)[0]
 
     torch.testing.assert_close(with_cache(), no_cache(), atol=1e-5, rtol=1e-5)

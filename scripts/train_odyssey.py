@@ -199,16 +199,6 @@ class Data:
 
 
 # ---- models -------------------------------------------------------------------------------
-class PostNormDecoderBlock(PostNormBlock):
-    """A post-LN block inside a causal :class:`LanguageModel`, which calls
-    ``_forward(x, mask, cache, need_weights)``; it takes no cache (no generation here)."""
-
-    def _forward(self, x, mask, *cache_and_need_weights):
-        if len(cache_and_need_weights) == 2 and cache_and_need_weights[0] is not None:
-            raise ValueError("the post-LN model of this script keeps no cache: call it without")
-        return super()._forward(x, mask, cache_and_need_weights[-1])
-
-
 def make_model(config: dict, vocab_size: int, seed: int, embeddings=None) -> LanguageModel:
     """The model of ``config``, initialised from ``seed`` (and GloVe's ``embeddings``)."""
     torch.manual_seed(seed)
@@ -229,7 +219,7 @@ def make_model(config: dict, vocab_size: int, seed: int, embeddings=None) -> Lan
     if config["norm"] == "post":
         E, H = config["embed_dim"], config["num_heads"]
         model.blocks = nn.ModuleList(
-            PostNormDecoderBlock(E, H, mlp_ratio=config["mlp_ratio"], dropout=config["dropout"])
+            PostNormBlock(E, H, mlp_ratio=config["mlp_ratio"], dropout=config["dropout"])
             for _ in range(config["num_layers"])
         )
         model.blocks.apply(model._init_weights)
@@ -250,7 +240,7 @@ def attention_stats(model, windows) -> dict | None:
     softmax = [
         i
         for i, b in enumerate(model.blocks)
-        if isinstance(b.attn, MultiHeadAttention) and not isinstance(b, PostNormDecoderBlock)
+        if isinstance(b.attn, MultiHeadAttention) and not isinstance(b, PostNormBlock)
     ]
     if not softmax:
         return None

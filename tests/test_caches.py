@@ -228,7 +228,7 @@ def test_a_rope_layer_equals_sdpa_on_rotated_queries_and_keys():
 
 @pytest.mark.parametrize("bad", ["absolute", "learned", 3, Rotary])
 def test_a_layer_refuses_other_positions(bad):
-    with pytest.raises(ValueError, match=r"positions must be None, 'rope', 'alibi', or an"):
+    with pytest.raises(ValueError, match=r"positions must be None, 'rope', 'alibi', or a position"):
         MultiHeadAttention(E, H, positions=bad)
 
 
@@ -367,7 +367,7 @@ def test_converters_refuse_a_latent_attention_block():
 
     with pytest.raises(
         ValueError,
-        match=r"block must use multi-head attention .*got block.attn = "
+        match=r"block must use attnlib.MultiHeadAttention itself .*got block.attn = "
         r"MultiHeadLatentAttention",
     ):
         block_to_torch(TransformerBlock(E, H, latent_dim=8))

@@ -15,6 +15,7 @@ import torch
 from attnlib import (
     LanguageModel,
     ModelCache,
+    ModernAttention,
     MultiHeadAttention,
     NaiveMultiHeadAttention,
     SelfAttention,
@@ -239,7 +240,7 @@ def test_backward(device):
 def test_attention_variants(device, option):
     """QK-norm, the soft cap, the sink logit and the output gate (random sink and gate)."""
     torch.manual_seed(0)
-    module = MultiHeadAttention(E, H, num_kv_heads=1, positions="rope", **option).eval()
+    module = ModernAttention(E, H, num_kv_heads=1, positions="rope", **option).eval()
     for p in module.parameters():
         p.data.add_(0.1 * torch.randn_like(p))  # the sink and the norms away from their init
     x = torch.randn(N, L, E)

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from attnlib import LanguageModel, TransformerBlock, causal_mask
-from attnlib.decoding import KVCache
+from attnlib.decoding import KVCache, ModelCache
 from attnlib.linear_attention import (
     LinearAttention,
     StateCache,
@@ -523,16 +523,18 @@ def test_linear_layers_bad_arguments():
     with pytest.raises(ValueError, match=r"takes none of .* got positions='rope', qk_norm"):
         TransformerBlock(12, 3, linear="delta", positions="rope", qk_norm=True)
     block = TransformerBlock(12, 3, linear="delta")
-    with pytest.raises(ValueError, match=r"mask must be None for a linear-attention block"):
+    with pytest.raises(ValueError, match=r"mask must be None for a block of LinearAttention"):
         block(torch.randn(5, 12), mask=causal_mask(5))
     with pytest.raises(TypeError, match=r"cache must be an attnlib.linear_attention.StateCache"):
         block(torch.randn(5, 12), cache=KVCache())
     with pytest.raises(TypeError, match=r"cache must be an attnlib.linear_attention.StateCache"):
         LinearAttention(12, 3)(torch.randn(5, 12), cache=KVCache())
     model = _lm(["delta", None])
-    with pytest.raises(TypeError, match=r"got KVCache in layer 0 \(linear='delta'\)"):
+    with pytest.raises(TypeError, match=r"cache \(layer 0\) must be an .*StateCache .*got KVCache"):
         model(torch.zeros(1, 2, dtype=torch.long), cache=_lm(None).new_cache())
-    with pytest.raises(TypeError, match=r"got StateCache in layer 1 \(softmax attention\)"):
+    with pytest.raises(TypeError, match=r"cache \(layer 1\) must be .*keeps keys .*got StateCache"):
+        model(torch.zeros(1, 2, dtype=torch.long), cache=ModelCache([StateCache(), StateCache()]))
+    with pytest.raises(ValueError, match=r"cache \(layer 0\) belongs to the layer LinearAttention"):
         model(torch.zeros(1, 2, dtype=torch.long), cache=_lm("delta").new_cache())
     with pytest.raises(TypeError, match=r"a StateCache holds a linear-attention layer's state"):
         StateCache().update(torch.zeros(1, 1, 1, 4), torch.zeros(1, 1, 1, 4))

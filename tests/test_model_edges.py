@@ -241,7 +241,7 @@ def test_a_filled_cache_of_another_model_or_batch_is_refused():
     with pytest.raises(
         ValueError,
         match=r"cache \(layer 0\) holds keys of shape \(N=2, G=2, S=5, D=6\); this step needs "
-        r"\(N=2, G=3, S, D=4\): a cache belongs to one model and one batch",
+        r"\(N=2, G=3, S, D=4\): a cache belongs to one layer and one batch",
     ):
         model(ids(1), cache=cache)
     assert cache.length == L  # the refused step changed nothing

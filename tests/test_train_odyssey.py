@@ -145,7 +145,10 @@ def test_batch_must_split_evenly(monkeypatch):
         )
 
 
-def test_post_ln_model_refuses_a_cache():
-    model = script.make_model(dict(script.BASE, norm="post", context=16), 40, seed=0)
-    with pytest.raises(ValueError, match="post-LN model of this script keeps no cache"):
-        model.generate(torch.tensor([1, 2, 3]), 2, temperature=0)
+def test_post_ln_model_decodes_with_a_cache():
+    """The post-LN model's blocks are attnlib.PostNormBlock (no private override): they take
+    a cache, and generating with one gives the tokens of generating without."""
+    model = script.make_model(dict(script.BASE, norm="post", context=16), 40, seed=0).eval()
+    prompt = torch.tensor([1, 2, 3])
+    with_cache = model.generate(prompt, 4, temperature=0)
+    assert torch.equal(with_cache, model.generate(prompt, 4, temperature=0, use_cache=False))

@@ -304,7 +304,11 @@ def test_block_dropout_only_in_training_mode():
         ({"dropout": -0.1}, ValueError, r"dropout must be a probability in \[0, 1\); got -0.1"),
         ({"num_heads": 5}, ValueError, "embed_dim must be divisible by num_heads"),
         ({"embed_dim": 0}, ValueError, "embed_dim must be a positive integer; got 0"),
-        ({"positions": "learned"}, ValueError, r"positions must be None, 'rope', 'alibi', or an"),
+        (
+            {"positions": "learned"},
+            ValueError,
+            r"positions must be None, 'rope', 'alibi', or a position",
+        ),
         ({"num_kv_heads": 2}, ValueError, "num_kv_heads must divide num_heads"),
     ],
 )

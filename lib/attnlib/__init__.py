@@ -17,11 +17,11 @@ called.
   reference groups it, not import paths: everything public in them is here.
 * The *public submodules* are the modules named in ``attnlib.__all__``: ``bpe``,
   ``convert``, ``corpus``, ``decoding``, ``display``, ``efficient``, ``experiment``,
-  ``latent``, ``linear_attention``, ``paged``, ``positions``, ``pretrained``, ``seq2seq`` and
-  ``tokenizer``.
+  ``latent``, ``layers``, ``linear_attention``, ``paged``, ``positions``, ``pretrained``,
+  ``seq2seq`` and ``tokenizer``.
   Their names are used through the module (``attnlib.positions.alibi_bias``, ``from
   attnlib.corpus import CorpusVocabulary``) and are not repeated at the top level, except
-  ``tokenize``, which is imported from the top level.
+  ``tokenize`` and ``ModelCache`` (of ``decoding``), which are imported from the top level.
 * A module whose name starts with ``_`` is private.
 
 Only this file re-exports: a module imports another module's names to use them, never to offer
@@ -38,6 +38,7 @@ from attnlib import (
     efficient,
     experiment,
     latent,
+    layers,
     linear_attention,
     paged,
     positions,
@@ -52,14 +53,15 @@ from attnlib.attention import (
     scaled_dot_product_attention,
     softmax,
 )
+from attnlib.decoding import ModelCache
 from attnlib.embeddings import Embeddings, UnknownWordError
 from attnlib.encoder import Encoder, PostNormBlock, sentence_embedding
 from attnlib.glove import GloVe, load_glove
 from attnlib.glove_text import read_glove_text
-from attnlib.multihead import MultiHeadAttention, NaiveMultiHeadAttention
+from attnlib.multihead import ModernAttention, MultiHeadAttention, NaiveMultiHeadAttention
 from attnlib.similarity import cosine_matrix, cosine_similarity
 from attnlib.tokenizer import tokenize
-from attnlib.transformer import LanguageModel, ModelCache, TransformerBlock
+from attnlib.transformer import LanguageModel, TransformerBlock
 
 __version__ = "0.1.0"
 
@@ -69,6 +71,7 @@ __all__ = [
     "GloVe",
     "LanguageModel",
     "ModelCache",
+    "ModernAttention",
     "MultiHeadAttention",
     "NaiveMultiHeadAttention",
     "PostNormBlock",
@@ -87,6 +90,7 @@ __all__ = [
     "efficient",
     "experiment",
     "latent",
+    "layers",
     "linear_attention",
     "load_glove",
     "paged",

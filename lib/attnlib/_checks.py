@@ -261,6 +261,92 @@ def check_module_input(name: str, x: Tensor, weight: Tensor) -> None:
         )
 
 
+def check_input(
+    x, mask, *, weight: Tensor, width: int, heads: int, key_length: int | None = None, name="x"
+) -> tuple[Tensor, Tensor | None, bool]:
+    """The one check of a layer's input and mask, and its batch dimension added.
+
+    ``x`` must be a float tensor ``(L, width)`` or ``(N, L, width)`` of the dtype and device of
+    ``weight`` (the module's); ``mask`` ``None``, or boolean or float and broadcastable to the
+    scores ``(N, heads, L, S)`` (``S = key_length``, default ``L``): ``(L, S)``, ``(N, L, S)``
+    or ``(N, H, L, S)`` (unbatched ``(L, S)`` or ``(H, L, S)``).
+
+    Returns:
+        ``(x, mask, batched)``: ``x`` ``(N, L, width)`` (a view with ``N = 1`` if it came
+        unbatched), ``mask`` ``None`` or 4-D, broadcastable to ``(N, H, L, S)``, and whether
+        ``x`` had its batch dimension (:func:`unbatch` takes it off the results).
+
+    Example:
+        >>> causal = torch.ones(5, 5).tril().bool()
+        >>> x, mask, batched = check_input(
+        ...     torch.zeros(5, 12), causal, weight=torch.zeros(1), width=12, heads=3
+        ... )
+        >>> tuple(x.shape), tuple(mask.shape), batched
+        ((1, 5, 12), (1, 1, 5, 5), False)
+    """
+    check_tensor(name, x, (2, 3))
+    check_module_input(name, x, weight)
+    batched = x.dim() == 3
+    if x.shape[-1] != width:
+        n = f"N={x.shape[0]}, " if batched else ""
+        letter = "E" if name in ("x", "query") else "width"
+        raise ValueError(
+            f"{name} must have shape ({n}L, {letter}={width}); got {shape_str(x.shape)}"
+        )
+    if not batched:
+        x = x.unsqueeze(0)  # (1, L, width)
+    S = x.shape[1] if key_length is None else key_length
+    mask = as_heads_mask(mask, batched, (x.shape[0], heads, x.shape[1], S), x.device)
+    return x, mask, batched
+
+
+def as_heads_mask(mask, batched: bool, scores: tuple[int, int, int, int], device):
+    """``mask`` (``None`` passes) checked against the scores ``(N, H, L, S)`` of a batched or
+    unbatched input (:func:`check_mask`) and made 4-D, broadcastable to them: the shapes every
+    attention layer takes, ``(L, S)``, ``(N, L, S)`` or ``(N, H, L, S)`` (unbatched ``(L, S)``
+    or ``(H, L, S)``); a 3-D mask of a batched input is ``(N, L, S)``, the same for every head.
+    """
+    if mask is None:
+        return None
+    N, H, L, S = scores
+    if batched:
+        allowed = "(L, S), (N, L, S) or (N, H, L, S)"
+        if isinstance(mask, Tensor) and mask.dim() == 3:  # (N, L, S): check before
+            check_mask(mask, (N, L, S), allowed, device)  # aligning it with (N, H, L, S)
+            mask = mask.unsqueeze(1)  # (N, 1, L, S): the same mask for every head
+        else:
+            check_mask(mask, (N, H, L, S), allowed, device)
+    else:
+        check_mask(mask, (H, L, S), "(L, S) or (H, L, S)", device)
+    return mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # 4-D, for F.sdpa
+
+
+def cache_alone(cache, mask, key=None, value=None) -> None:
+    """With a ``cache`` (the new tokens of a causal self-attention) a call has no ``key``,
+    ``value`` or ``mask``: the cache applies the causal mask."""
+    if cache is not None and (key is not None or value is not None or mask is not None):
+        raise ValueError(
+            "cache must not be combined with key, value or mask: with a cache, query holds "
+            "the new tokens of a causal self-attention and the cache applies the mask"
+        )
+
+
+def unbatch(batched: bool, *tensors: Tensor | None):
+    """Undo :func:`check_input`'s batch dimension: each tensor (``None`` passes) without its
+    first dimension when the input came unbatched; one tensor or a tuple, as given.
+
+    Example:
+        >>> output, weights = unbatch(False, torch.zeros(1, 5, 12), None)
+        >>> output.shape, weights
+        (torch.Size([5, 12]), None)
+        >>> unbatch(True, torch.zeros(1, 5, 12)).shape
+        torch.Size([1, 5, 12])
+    """
+    if not batched:
+        tensors = tuple(None if t is None else t.squeeze(0) for t in tensors)
+    return tensors[0] if len(tensors) == 1 else tensors
+
+
 def check_mask(mask, target: tuple[int, ...], allowed: str, device=None) -> Tensor:
     """Check that ``mask`` is boolean or floating point, broadcasts to ``target`` (the
     scores' shape) and, if ``device`` is given, lies on it (the query's device).
@@ -421,11 +507,12 @@ def check_cache_fits(
     ``N`` sequences through a layer of ``kv_heads`` key/value heads of size ``head_dim``, in
     ``dtype`` on ``device``; else an error naming ``name``, what it holds and what the step
     needs, then ``hint`` (how to make the right cache). An empty cache fits any step."""
-    _cache_fits(name, cache, N, kv_heads, head_dim, dtype, device, hint)
+    cache_fits(name, cache, N, kv_heads, head_dim, dtype, device, hint)
 
 
-def _cache_fits(name, cache, N, kv_heads, head_dim, dtype, device, hint) -> None:
-    """:func:`check_cache_fits` without the spy's count (the model runs it once per layer)."""
+def cache_fits(name, cache, N, kv_heads, head_dim, dtype, device, hint) -> None:
+    """:func:`check_cache_fits` without the spy's count: what a layer's ``check_cache`` runs
+    (a model runs it once per layer)."""
     key = cache.key
     if key is None:
         return
@@ -443,15 +530,13 @@ def _cache_fits(name, cache, N, kv_heads, head_dim, dtype, device, hint) -> None
         raise ValueError(f"{name} holds keys on {key.device}; this step runs on {device}: {hint}")
 
 
-def check_model_cache(
-    cache, cls, *, num_layers: int, windows, N: int, kv_heads: int, head_dim: int, dtype, device
-) -> None:
+def check_model_cache(cache, cls, *, num_layers: int, windows) -> None:
     """``cache`` is a ``cls`` (``ModelCache``) made for this model: one layer cache per block,
     each layer's sliding window in its cache (a cache without it would keep, and attend to,
     positions the model must not see; a layer without a window also takes a ``SinkCache``,
-    StreamingLLM's approximation),
-    the same number of tokens seen in every layer, and kept keys that fit the model's heads,
-    the batch of ``N`` sequences, dtype and device."""
+    StreamingLLM's approximation), and the same number of tokens seen in every layer. What
+    each layer's cache holds (its heads, sizes, batch, dtype, device, owner) the layer checks
+    itself (``check_cache``)."""
     hint = "a cache belongs to one model and one batch; start a new one with model.new_cache()"
     if not isinstance(cache, cls):
         raise TypeError(
@@ -484,8 +569,6 @@ def check_model_cache(
         raise ValueError(
             f"cache must have seen the same tokens in every layer; got lengths {lengths}: {hint}"
         )
-    for i, layer in enumerate(cache.layers):
-        _cache_fits(f"cache (layer {i})", layer, N, kv_heads, head_dim, dtype, device, hint)
 
 
 def as_id_list(name: str, ids, *, flatten: bool = False) -> list[int]:

@@ -30,6 +30,7 @@ from attnlib._checks import check_int, shape_str
 __all__ = [
     "Cache",
     "KVCache",
+    "ModelCache",
     "PreallocatedCache",
     "RollingCache",
     "SinkCache",
@@ -127,11 +128,44 @@ class Cache:
 
     window: int | None = None
     sinks: int = 0
+    keeps_keys = True  # False: a layer's state instead (attnlib.linear_attention.StateCache)
     streaming = False  # True: a model's global layer takes it as a chosen approximation
 
     def __init__(self):
         self.length = 0
         self.positions: Tensor | None = None
+        self._owner: tuple[int, str] | None = None  # (id, description) of the layer it serves
+
+    def claim(self, layer, *, name: str = "cache") -> None:
+        """Record ``layer`` as the one layer this cache belongs to (at its first use, or when
+        the layer makes it: ``new_cache()``); refuse any other.
+
+        A cache holds one layer's keys at positions it numbers itself: a second layer's step
+        would append its keys to the first one's and count its tokens again (the cache would
+        then say 2 tokens after one). The layer's ``check_cache`` calls this.
+
+        Raises:
+            ValueError: if the cache belongs to another layer; the message names ``name``,
+                both layers and how to make one cache per layer.
+
+        Example:
+            >>> from attnlib import MultiHeadAttention
+            >>> a, b, cache = MultiHeadAttention(12, 3), MultiHeadAttention(12, 3), KVCache()
+            >>> cache.claim(a)
+            >>> cache.claim(b)
+            Traceback (most recent call last):
+              ...
+            ValueError: cache belongs to the layer MultiHeadAttention(embed_dim=12, ...
+        """
+        text = f"{type(layer).__name__}({layer.extra_repr()}) at {hex(id(layer))}"
+        if self._owner is None:
+            self._owner = (id(layer), text)
+        elif self._owner[0] != id(layer):
+            raise ValueError(
+                f"{name} belongs to the layer {self._owner[1]}; got another layer, {text}: a "
+                f"cache serves one layer, so start a new {type(self).__name__}() per layer, or "
+                "use model.new_cache() for a model"
+            )
 
     @property
     def key(self) -> Tensor | None:
@@ -286,17 +320,9 @@ class KVCache(Cache):
     def key(self) -> Tensor | None:
         return self._key
 
-    @key.setter
-    def key(self, key: Tensor | None) -> None:  # a timing loop puts a step's state back
-        self._key = key
-
     @property
     def value(self) -> Tensor | None:
         return self._value
-
-    @value.setter
-    def value(self, value: Tensor | None) -> None:
-        self._value = value
 
     @property
     def nbytes(self) -> int:
@@ -304,6 +330,45 @@ class KVCache(Cache):
         if self._key is None:
             return 0
         return self._key.nbytes + self._value.nbytes
+
+    def crop(self, length: int) -> None:
+        """Forget every token after the first ``length``: the cache as it was after them.
+
+        A timing loop repeats one step from the same state this way, and speculative decoding
+        drops the tokens it rejects. The kept keys are views of the ones held (no copy); the
+        positions of the tokens kept stay what they were, so the next step is numbered
+        ``length``.
+
+        Raises:
+            TypeError: if ``length`` is not an ``int``.
+            ValueError: if ``length`` is not in ``0 .. self.length``, or the cache has a
+                ``window`` and ``length < self.length`` (it has dropped the tokens before the
+                window, which the earlier step would see again).
+
+        Example:
+            >>> cache = KVCache()
+            >>> _ = cache.update(torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2))
+            >>> cache.crop(2)
+            >>> cache.length, tuple(cache.key.shape)
+            (2, (1, 1, 2, 2))
+            >>> _ = cache.update(torch.zeros(1, 1, 1, 2), torch.zeros(1, 1, 1, 2))
+            >>> cache.positions.tolist()  # the new token is numbered 2 again
+            [0, 1, 2]
+        """
+        length = check_int("length", length, low=0, high=self.length)
+        if self.window is not None and length < self.length:
+            raise ValueError(
+                f"length must be {self.length} for a KVCache(window={self.window}): it has "
+                "dropped the tokens before its window, so it cannot go back; crop needs "
+                f"window=None; got length={length}"
+            )
+        if length == 0:
+            self._key = self._value = self.positions = None
+        elif self._key is not None:
+            self._key = self._key[:, :, :length]  # (N, G, length, D), a view
+            self._value = self._value[:, :, :length]
+            self.positions = None if self.positions is None else self.positions[:length]
+        self.length = length
 
     def _update(self, key, value):
         if self._key is None:
@@ -382,6 +447,24 @@ class PreallocatedCache(Cache):
     def used_nbytes(self) -> int:
         """Bytes of the positions written so far."""
         return 0 if self._key_buffer is None else self.key.nbytes + self.value.nbytes
+
+    def crop(self, length: int) -> None:
+        """Forget every token after the first ``length`` (their slots are written again by the
+        next step), as :meth:`KVCache.crop`.
+
+        Raises:
+            TypeError: if ``length`` is not an ``int``.
+            ValueError: if ``length`` is not in ``0 .. self.length``.
+
+        Example:
+            >>> cache = PreallocatedCache(8)
+            >>> _ = cache.update(torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2))
+            >>> cache.crop(1)
+            >>> cache.length, tuple(cache.key.shape)
+            (1, (1, 1, 1, 2))
+        """
+        self.length = check_int("length", length, low=0, high=self.length)
+        self.positions = None if self.positions is None else self.positions[: self.length]
 
     def _update(self, key, value):
         end = self.length + key.shape[2]
@@ -580,3 +663,83 @@ class SinkCache(Cache):
 
     def _options(self) -> str:
         return f"window={self.window}, sinks={self.sinks}"
+
+
+class ModelCache:
+    """One key-value cache per layer of a :class:`attnlib.LanguageModel`.
+
+    Made by :meth:`attnlib.LanguageModel.new_cache`; pass it to
+    :meth:`attnlib.LanguageModel.forward` as ``cache=`` with the new tokens only. It holds
+    ``2 * layers * N * G * S * D`` numbers: :attr:`nbytes`.
+
+    Args:
+        layers: the number of layers, each given a :class:`attnlib.decoding.KVCache`, or the
+            list of per-layer caches (any :class:`attnlib.decoding.Cache`: a
+            ``PreallocatedCache``, a ``RollingCache`` for a local layer, ...).
+        window: with a number of layers, keep only the last ``window`` positions in every
+            layer (sliding-window attention); ``None`` keeps all.
+
+    Attributes:
+        layers: the list of per-layer caches.
+
+    A model takes only a cache made for it (:meth:`attnlib.LanguageModel.forward` raises
+    otherwise): as many layers as it has blocks, each cache with the window of its layer (a
+    layer without a window also takes a :class:`attnlib.decoding.SinkCache`, StreamingLLM's
+    approximation chosen on purpose), each serving one layer of this model (the layer's
+    ``check_cache``), and, once filled, keys of its heads, head size, dtype and device for the
+    same batch of sequences.
+
+    Raises:
+        TypeError: if ``layers`` is neither an ``int`` nor a list of caches.
+        ValueError: if ``layers`` or ``window`` is not a positive integer, the list is empty,
+            or ``window`` is given with a list.
+
+    Example:
+        >>> cache = ModelCache(2)
+        >>> cache.length, cache.nbytes, len(cache.layers)
+        (0, 0, 2)
+        >>> from attnlib.decoding import PreallocatedCache, RollingCache
+        >>> ModelCache([RollingCache(16), PreallocatedCache(64)]).windows
+        (16, None)
+    """
+
+    def __init__(self, layers: int | list[Cache], *, window: int | None = None):
+        if isinstance(layers, (list, tuple)):
+            if window is not None:
+                raise ValueError(
+                    "window must be None when layers is a list of caches (each cache has its "
+                    f"own window); got window={window!r}"
+                )
+            if not layers or not all(isinstance(c, Cache) for c in layers):
+                raise TypeError(
+                    "layers must be a number of layers or a non-empty list of "
+                    "attnlib.decoding.Cache objects; got "
+                    f"[{', '.join(type(c).__name__ for c in layers)}]"
+                )
+            self.layers = list(layers)
+        else:
+            layers = check_int("layers", layers, low=1)
+            self.layers = [KVCache(window=window) for _ in range(layers)]
+
+    @property
+    def length(self) -> int:
+        """The number of tokens seen so far, which is the position of the next token."""
+        return self.layers[0].length
+
+    @property
+    def window(self) -> int | None:
+        """The window of the first layer (``None``: all positions); see :attr:`windows`."""
+        return self.layers[0].window
+
+    @property
+    def windows(self) -> tuple[int | None, ...]:
+        """Each layer's window (``None``: all positions)."""
+        return tuple(layer.window for layer in self.layers)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the caches of every layer."""
+        return sum(layer.nbytes for layer in self.layers)
+
+    def __repr__(self) -> str:
+        return f"ModelCache(layers={len(self.layers)}, length={self.length}, nbytes={self.nbytes})"

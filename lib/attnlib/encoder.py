@@ -27,15 +27,15 @@ from torch import Tensor, nn
 from attnlib._checks import (
     check_dropout,
     check_int,
-    check_mask,
-    check_module_input,
     check_real,
     check_sizes,
     check_tensor,
     shape_str,
+    unbatch,
 )
+from attnlib.decoding import Cache
 from attnlib.multihead import MultiHeadAttention
-from attnlib.transformer import mlp
+from attnlib.transformer import _check_block_input, mlp
 
 __all__ = ["Encoder", "PostNormBlock", "sentence_embedding"]
 
@@ -141,39 +141,31 @@ class PostNormBlock(nn.Module):
         return self.attn.num_heads
 
     def forward(
-        self, x: Tensor, *, mask: Tensor | None = None, need_weights: bool = False
+        self,
+        x: Tensor,
+        *,
+        mask: Tensor | None = None,
+        cache: Cache | None = None,
+        need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Attention, then the MLP, each added to ``x`` and normalised; returns
-        ``(x, weights or None)``. The arguments are checked here, once."""
-        check_tensor("x", x, (2, 3))
-        check_module_input("x", x, self.attn.out_proj.weight)
-        if x.shape[-1] != self.embed_dim:
-            n = f"N={x.shape[0]}, " if x.dim() == 3 else ""
-            raise ValueError(
-                f"x must have shape ({n}L, E={self.embed_dim}); got {shape_str(x.shape)}"
-            )
-        if mask is not None:
-            N, L, H = x.shape[:-2], x.shape[-2], self.num_heads
-            if x.dim() == 3 and isinstance(mask, Tensor) and mask.dim() == 3:  # (N, L, S)
-                check_mask(mask, (*N, L, L), "(L, S), (N, L, S) or (N, H, L, S)", x.device)
-                mask = mask.unsqueeze(1)  # (N, 1, L, S): the same mask for every head
-            else:
-                allowed = "(L, S), (N, L, S) or (N, H, L, S)" if N else "(L, S) or (H, L, S)"
-                check_mask(mask, (*N, H, L, L), allowed, x.device)
-            mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # 4-D
-        batched = x.dim() == 3
-        x = x if batched else x.unsqueeze(0)  # (N, L, E)
-        x, weights = self._forward(x, mask, need_weights)
-        if not batched:
-            x = x.squeeze(0)  # (L, E)
-            weights = None if weights is None else weights.squeeze(0)  # (H, L, L)
-        return x, weights
+        ``(x, weights or None)``. The arguments are checked here, once.
 
-    def _forward(self, x: Tensor, mask: Tensor | None, need_weights: bool):
-        """The block without the checks: ``x`` ``(N, L, E)``, ``mask`` ``None`` or 4-D."""
-        attended, weights = self.attn._forward(
-            x, x, x, mask, need_weights, None
-        )  # (N, L, E), (N, H, L, L) or None
+        With ``cache=`` (from ``block.attn.new_cache()``), ``x`` holds only the new positions
+        of a causal decoder and the cache applies the causal mask, as
+        :class:`attnlib.TransformerBlock`'s: a post-LN block is a layer of an
+        :class:`attnlib.LanguageModel` as well (``LanguageModel(..., block=...)``).
+        """
+        x, mask, batched = _check_block_input(self, x, mask, cache)
+        x, weights = self._forward(x, mask, cache, need_weights)
+        return unbatch(batched, x, weights)  # (L, E) or (N, L, E); (H, L, L) or ...
+
+    def _forward(self, x: Tensor, mask: Tensor | None, cache, need_weights: bool):
+        """The block without the checks: ``x`` ``(N, L, E)``, ``mask`` ``None`` or 4-D, a
+        checked ``cache`` or ``None`` (the interface of :class:`attnlib.TransformerBlock`'s,
+        which :class:`attnlib.LanguageModel` and :class:`Encoder` call)."""
+        attended, weights = self.attn._self_attention(x, mask, need_weights, cache)
+        # attended: (N, L, E); weights: (N, H, L, S) or None
         x = self.ln1(x + self.drop(attended))  # (N, L, E)
         x = self.ln2(x + self.drop(self.mlp(x)))  # (N, L, E)
         return x, weights
@@ -434,12 +426,11 @@ class Encoder(nn.Module):
             mask = attention_mask.reshape(ids.shape[0], 1, 1, L).bool()  # (N, 1, 1, S): keys
         states, weights = [x], []
         for block in self.blocks:
-            x, w = block._forward(x, mask, need_weights)  # (N, L, E), (N, H, L, L) or None
+            x, w = block._forward(x, mask, None, need_weights)  # (N, L, E), (N, H, L, L) or None
             states.append(x)
             weights.append(w)
-        if not batched:
-            states = [s.squeeze(0) for s in states]  # (L, E) each
-            weights = [w.squeeze(0) for w in weights] if need_weights else None  # (H, L, L)
+        states = [unbatch(batched, s) for s in states]  # (L, E) or (N, L, E) each
+        weights = [unbatch(batched, w) for w in weights] if need_weights else None  # (H, L, L)
         if not keep_all:
             states = states[-1:]
         return states, (weights if need_weights else None)

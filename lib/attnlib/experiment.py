@@ -11,11 +11,15 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import math
 import os
 import platform
 import statistics
+import sys
+import types
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -24,7 +28,66 @@ from torch.utils import benchmark
 from attnlib._checks import check_int, check_real
 from attnlib._util import short_repr
 
-__all__ = ["machine", "median_time", "ratio", "reproducible", "time_rounds"]
+__all__ = ["book_script", "machine", "median_time", "ratio", "reproducible", "time_rounds"]
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"  # the book's, beside lib/
+
+
+def book_script(name: str) -> types.ModuleType:
+    """One of the book's scripts, ``scripts/<name>.py`` of the checkout this attnlib lives in,
+    imported as a module (once per process, as ``import`` does).
+
+    The chapters load the scripts that made their data and trained their models this way,
+    ``train_odyssey = attnlib.experiment.book_script("train_odyssey")``, instead of putting
+    ``scripts/`` on ``sys.path``. The scripts belong to the book, not to the package (the
+    wheel ships ``attnlib`` only): they are found beside ``lib/`` in a checkout (locally, on
+    Binder and Colab). While a script runs its top level, its folder is searched first, so
+    that it finds its sibling helpers (``_atomic``) as it does when run from the shell.
+
+    Args:
+        name: the script's file name without ``.py``, e.g. ``"train_dates"``.
+
+    Returns:
+        The module, registered as ``sys.modules[name]``: the same object on every call, and the
+        one ``import name`` gives where ``scripts/`` is on the path (the tests).
+
+    Raises:
+        TypeError: if ``name`` is not a ``str``.
+        FileNotFoundError: if ``scripts/<name>.py`` does not exist: no such script, or this
+            ``attnlib`` is installed from a wheel rather than used from the book's checkout
+            (the message names the folder searched).
+
+    Example:
+        >>> dates = book_script("train_dates")
+        >>> dates.TARGET_VOCAB[:3], book_script("train_dates") is dates
+        (['<pad>', '<bos>', '<eos>'], True)
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, a script's name; got {type(name).__name__}")
+    path = SCRIPTS / f"{name}.py"
+    loaded = sys.modules.get(name)
+    if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() == path:
+        return loaded
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"name must be one of the book's scripts in {SCRIPTS}; got {name!r}, and there is "
+            f"no {path.name} there (a wheel of attnlib has no scripts: use the book's checkout)"
+        )
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    folder, added = str(SCRIPTS), str(SCRIPTS) not in sys.path
+    if added:  # while its top level runs: its sibling helpers, as from the shell
+        sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    finally:
+        if added:
+            sys.path.remove(folder)
+    return module
 
 
 @contextlib.contextmanager

@@ -26,11 +26,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from attnlib._checks import check_cache_fits, check_dropout, check_int, shape_str
+from attnlib._checks import cache_alone, check_dropout, check_input, check_int, shape_str, unbatch
 from attnlib._util import repr_options
 from attnlib.attention import _attend
-from attnlib.decoding import Cache
-from attnlib.multihead import _check_cache, _check_dims, _position_ids, _prepare
+from attnlib.decoding import Cache, KVCache
+from attnlib.multihead import _check_dims, _check_kv_cache, _position_ids
 from attnlib.positions import Rotary
 
 __all__ = ["MultiHeadLatentAttention", "kv_bytes_per_token"]
@@ -57,33 +57,6 @@ def _check_rope_dim(rope_dim) -> int:
             f"got {rope_dim}"
         )
     return rope_dim
-
-
-def _check_latent_cache_fits(cache, module, query) -> None:
-    """A filled ``cache`` holds this layer's RoPE keys ``(N, 1, S, d_R)`` and latents
-    ``(N, 1, S, d_c)`` for this batch, dtype and device."""
-    if cache is None:
-        return
-    hint = (
-        "a MultiHeadLatentAttention cache holds the RoPE keys (N, 1, S, rope_dim) and the "
-        "latents (N, 1, S, latent_dim) of one layer and one batch; start a new KVCache()"
-    )
-    check_cache_fits(
-        "cache",
-        cache,
-        N=query.shape[0],
-        kv_heads=1,
-        head_dim=module.rope_dim,
-        dtype=query.dtype,
-        device=query.device,
-        hint=hint,
-    )
-    value = cache.value
-    if value is not None and value.shape[-1] != module.latent_dim:
-        raise ValueError(
-            f"cache holds latents of shape {shape_str(value.shape)}; this layer's latent_dim is "
-            f"{module.latent_dim}: {hint}"
-        )
 
 
 class MultiHeadLatentAttention(nn.Module):
@@ -223,6 +196,8 @@ class MultiHeadLatentAttention(nn.Module):
         ((2, 1, 6, 4), (2, 1, 6, 8), 576)
     """
 
+    takes_mask = True
+
     def __init__(
         self,
         embed_dim: int,
@@ -296,14 +271,44 @@ class MultiHeadLatentAttention(nn.Module):
                 )
         if not isinstance(absorb, bool):
             raise TypeError(f"absorb must be a bool; got {type(absorb).__name__} {absorb!r}")
-        _check_cache(cache, None, None, mask, self)
-        query, _, _, mask, batched = _prepare(self, query, None, None, mask)
-        _check_latent_cache_fits(cache, self, query)
-        output, weights = self._forward(query, mask, need_weights, cache, absorb)
-        if not batched:
-            output = output.squeeze(0)  # (L, E)
-            weights = None if weights is None else weights.squeeze(0)  # (H, L, S)
-        return output, weights
+        cache_alone(cache, mask)
+        weight = self.out_proj.weight
+        x, mask, batched = check_input(
+            query, mask, weight=weight, width=self.embed_dim, heads=self.num_heads, name="query"
+        )
+        self.check_cache(cache, x)
+        output, weights = self._forward(x, mask, need_weights, cache, absorb)
+        return unbatch(batched, output, weights)  # (L, E) or (N, L, E); (H, L, S) or ...
+
+    def new_cache(self, *, window: int | None = None) -> KVCache:
+        """An empty :class:`attnlib.decoding.KVCache` for this layer (keeping the last
+        ``window`` positions if given), which serves this layer alone; it will hold the RoPE
+        keys ``(N, 1, S, d_R)`` and the latents ``(N, 1, S, d_c)``."""
+        cache = KVCache(window=window)
+        cache.claim(self)
+        return cache
+
+    def check_cache(self, cache: Cache | None, x: Tensor, *, name: str = "cache") -> None:
+        """Raise unless ``cache`` is ``None`` or a :class:`attnlib.decoding.Cache` that can take
+        a step of ``x`` ``(N, L, E)`` in this layer: kept RoPE keys ``(N, 1, S, d_R)`` and
+        latents ``(N, 1, S, d_c)`` of this layer's sizes, ``x``'s batch, dtype and device, and
+        no other layer's (:meth:`attnlib.decoding.Cache.claim`)."""
+        _check_kv_cache(self, cache, x, name, 1, self.rope_dim, claim=False)
+        value = None if cache is None else cache.value
+        if value is not None and value.shape[-1] != self.latent_dim:
+            raise ValueError(
+                f"{name} holds latents of shape {shape_str(value.shape)}; this layer's latent_dim "
+                f"is {self.latent_dim}: a MultiHeadLatentAttention cache holds the RoPE keys "
+                "(N, 1, S, rope_dim) and the latents (N, 1, S, latent_dim) of one layer and one "
+                "batch; start a new KVCache()"
+            )
+        if cache is not None:
+            cache.claim(self, name=name)
+
+    def _self_attention(self, x, mask, need_weights, cache):
+        """The interface a block calls (see :class:`attnlib.MultiHeadAttention`): the absorbed
+        form when decoding with a cache, the expanded one on a whole sequence."""
+        return self._forward(x, mask, need_weights, cache, cache is not None)
 
     def _queries(self, x: Tensor) -> tuple[Tensor, Tensor | None]:
         """Every head's queries: the plain part ``q^C`` and the (unrotated) RoPE part ``q^R``."""

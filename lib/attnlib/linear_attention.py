@@ -39,13 +39,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib._checks import (
-    check_cache_fits,
+    cache_fits,
+    check_input,
     check_int,
-    check_module_input,
     check_real,
     check_same_kind,
     check_tensor,
     shape_str,
+    unbatch,
     values_unreadable,
 )
 from attnlib.decoding import Cache
@@ -804,6 +805,8 @@ class LinearAttention(nn.Module):
         True
     """
 
+    takes_mask = False  # causal by construction: each token reads the state of those before
+
     def __init__(
         self,
         embed_dim: int,
@@ -842,6 +845,12 @@ class LinearAttention(nn.Module):
         if conv_size:
             self.conv = nn.Conv1d(3 * E, 3 * E, conv_size, groups=3 * E, padding=conv_size - 1)
 
+    def _after_init(self) -> None:
+        """Called by :class:`attnlib.LanguageModel` after GPT-2's initialisation zeroed every
+        bias: the decay's bias back at 3 (``alpha`` near 0.95)."""
+        if self.decay_proj is not None:
+            nn.init.constant_(self.decay_proj.bias, 3.0)
+
     @property
     def state_size(self) -> int:
         """The numbers one sequence keeps per layer when decoding, whatever its length.
@@ -859,19 +868,59 @@ class LinearAttention(nn.Module):
         from the state and the convolution's inputs the cache keeps, and the cache then keeps
         those after them, so that a text fed in pieces gives the output of one pass.
         """
-        check_tensor("x", x, (2, 3))
-        check_module_input("x", x, self.out_proj.weight)
-        if x.shape[-1] != self.embed_dim:
-            n = f"N={x.shape[0]}, " if x.dim() == 3 else ""
+        weight = self.out_proj.weight
+        x, _, batched = check_input(x, None, weight=weight, width=self.embed_dim, heads=1)
+        self.check_cache(cache, x)
+        return unbatch(batched, self._forward(x, cache))  # (L, E) or (N, L, E)
+
+    def new_cache(self, *, window: int | None = None) -> StateCache:
+        """An empty :class:`StateCache` for this layer, which serves this layer alone.
+
+        Raises:
+            ValueError: if ``window`` is given: the state is the layer's memory, it keeps no
+                positions to slide a window over.
+        """
+        if window is not None:
             raise ValueError(
-                f"x must have shape ({n}L, E={self.embed_dim}); got {shape_str(x.shape)}"
+                f"window must be None for a linear-attention layer (its state is its memory); "
+                f"got window={window!r}"
             )
-        _check_state_cache(cache, self, x.shape[0] if x.dim() == 3 else 1, x)
-        batched = x.dim() == 3
-        out = self._forward(x if batched else x.unsqueeze(0), cache)  # (N, L, E)
-        return out if batched else out.squeeze(0)
+        cache = StateCache()
+        cache.claim(self)
+        return cache
+
+    def check_cache(self, cache: StateCache | None, x: Tensor, *, name: str = "cache") -> None:
+        """Raise unless ``cache`` is ``None`` or a :class:`StateCache` that can take a step of
+        ``x`` ``(N, L, E)`` in this layer: a state (if any) of its heads and head size, the
+        convolution's inputs of its ``conv_size``, ``x``'s batch, dtype and device, and no other
+        layer's (:meth:`attnlib.decoding.Cache.claim`)."""
+        if cache is None:
+            return
+        if not isinstance(cache, StateCache):
+            raise TypeError(
+                f"{name} must be an attnlib.linear_attention.StateCache for a LinearAttention "
+                f"layer (it keeps a state, not keys and values); got {type(cache).__name__}"
+            )
+        hint = "a cache belongs to one layer and one batch; start a new StateCache()"
+        N, H, D = x.shape[0], self.num_heads, self.head_dim
+        cache_fits(name, cache, N, H, D, x.dtype, x.device, hint)
+        kept = 0 if cache.conv is None else cache.conv.shape[1]
+        if cache.conv is not None and kept != self.conv_size - 1:
+            raise ValueError(
+                f"{name} holds the last {kept} inputs of a convolution of conv_size={kept + 1}; "
+                f"this layer has conv_size={self.conv_size} and keeps {max(self.conv_size - 1, 0)}"
+                f": {hint}"
+            )
+        cache.claim(self, name=name)
+
+    def _self_attention(self, x, mask, need_weights, cache):
+        """The interface a block calls (see :class:`attnlib.MultiHeadAttention`): causal by
+        construction, so ``mask`` (the model's causal mask, or ``None``) is not read, and no
+        weights."""
+        return self._forward(x, cache), None
 
     def _forward(self, x: Tensor, cache: StateCache | None = None) -> Tensor:
+        """The layer without the checks, on ``x`` ``(N, L, E)``."""
         N, L, E = x.shape
         if L == 0:  # no token (F.conv1d refuses an empty sequence): an empty output
             return x.new_zeros(N, 0, E)
@@ -948,6 +997,8 @@ class StateCache(Cache):
         (True, 9, 624)
     """
 
+    keeps_keys = False  # a softmax layer refuses it
+
     def __init__(self):
         super().__init__()
         self.state: Tensor | LinearState | None = None
@@ -978,25 +1029,3 @@ class StateCache(Cache):
 
     def _options(self) -> str:
         return f"nbytes={self.nbytes}"
-
-
-def _check_state_cache(cache, layer: LinearAttention, N: int, x: Tensor) -> None:
-    """``cache`` is ``None`` or a :class:`StateCache` whose state fits ``layer``, the batch of
-    ``N`` sequences and ``x``'s dtype and device."""
-    if cache is None:
-        return
-    if not isinstance(cache, StateCache):
-        raise TypeError(
-            "cache must be an attnlib.linear_attention.StateCache for a LinearAttention layer "
-            f"(it keeps a state, not keys and values); got {type(cache).__name__}"
-        )
-    check_cache_fits(
-        "cache",
-        cache,
-        N=N,
-        kv_heads=layer.num_heads,
-        head_dim=layer.head_dim,
-        dtype=x.dtype,
-        device=x.device,
-        hint="a cache belongs to one layer and one batch; start a new StateCache()",
-    )

@@ -26,21 +26,24 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib._checks import (
-    check_cache_fits,
+    as_heads_mask,
+    cache_alone,
+    cache_fits,
     check_dropout,
+    check_input,
     check_int,
-    check_mask,
     check_module_input,
     check_real,
     check_tensor,
     shape_str,
+    unbatch,
 )
 from attnlib._util import repr_options
 from attnlib.attention import SelfAttention, _attend, _softmax, apply_mask, weighted_sum
-from attnlib.decoding import Cache
-from attnlib.positions import ALiBi, Rotary, _position_scheme
+from attnlib.decoding import Cache, KVCache
+from attnlib.positions import PositionScheme, _position_scheme
 
-__all__ = ["MultiHeadAttention", "NaiveMultiHeadAttention"]
+__all__ = ["ModernAttention", "MultiHeadAttention", "NaiveMultiHeadAttention"]
 
 
 def _check_dims(embed_dim: int, num_heads: int, head_dim: int | None) -> int:
@@ -57,43 +60,35 @@ def _check_dims(embed_dim: int, num_heads: int, head_dim: int | None) -> int:
     return embed_dim // num_heads
 
 
-def _check_cache(cache, key, value, mask, module=None) -> None:
-    """``cache`` is ``None``, or a :class:`attnlib.decoding.Cache` (a ``KVCache``,
-    ``PreallocatedCache``, ...) for a causal self-attention."""
-    if cache is None:
-        return
-    if not isinstance(cache, Cache):
-        raise TypeError(
-            "cache must be an attnlib.decoding.Cache (KVCache, PreallocatedCache, RollingCache, "
-            f"SinkCache, PagedCache); got {type(cache).__name__}"
-        )
-    if key is not None or value is not None or mask is not None:
+def _check_self_attention(module, cache, name: str = "cache") -> None:
+    """A ``cache`` needs a self-attention layer: keys and values of the query's width."""
+    if cache is not None and (module.kdim, module.vdim) != (module.embed_dim,) * 2:
         raise ValueError(
-            "cache must not be combined with key, value or mask: with a cache, query holds "
-            "the new tokens of a causal self-attention and the cache applies the mask"
-        )
-    if module is not None and (module.kdim, module.vdim) != (module.embed_dim,) * 2:
-        raise ValueError(
-            f"cache needs a self-attention layer, kdim = vdim = embed_dim; got kdim="
+            f"{name} needs a self-attention layer, kdim = vdim = embed_dim; got kdim="
             f"{module.kdim}, vdim={module.vdim}, embed_dim={module.embed_dim}"
         )
 
 
-def _check_cache_fits(cache, module, query) -> None:
-    """A filled ``cache`` holds keys of this layer's heads and this batch (``query`` has its
-    batch dimension)."""
+def _check_kv_cache(
+    module, cache, x: Tensor, name: str, kv_heads: int, head_dim: int, claim: bool = True
+) -> None:
+    """The ``check_cache`` of the softmax layers: ``cache`` is ``None`` or a
+    :class:`attnlib.decoding.Cache` of a self-attention whose kept keys fit ``kv_heads`` heads
+    of ``head_dim``, the batch, dtype and device of ``x`` ``(N, L, E)``, and that serves
+    ``module`` alone (:meth:`attnlib.decoding.Cache.claim`; not yet with ``claim=False``)."""
     if cache is None:
         return
-    check_cache_fits(
-        "cache",
-        cache,
-        N=query.shape[0],
-        kv_heads=getattr(module, "num_kv_heads", module.num_heads),
-        head_dim=module.head_dim,
-        dtype=query.dtype,
-        device=query.device,
-        hint="a cache belongs to one layer and one batch; start a new KVCache()",
-    )
+    if not isinstance(cache, Cache) or not cache.keeps_keys:
+        raise TypeError(
+            f"{name} must be an attnlib.decoding.Cache (KVCache, PreallocatedCache, RollingCache, "
+            f"SinkCache, PagedCache: one that keeps keys and values); got {type(cache).__name__}"
+        )
+    _check_self_attention(module, cache, name)
+    hint = "a cache belongs to one layer and one batch; start a new KVCache() (for a model: "
+    hint += "model.new_cache())"
+    cache_fits(name, cache, x.shape[0], kv_heads, head_dim, x.dtype, x.device, hint)
+    if claim:
+        cache.claim(module, name=name)
 
 
 def _prepare(module, query, key, value, mask):
@@ -106,25 +101,25 @@ def _prepare(module, query, key, value, mask):
     """
     key = query if key is None else key
     value = key if value is None else value
-    check_tensor("query", query, (2, 3))
-    batched = query.dim() == 3
+    weight = module.out_proj.weight
+    x, _, batched = check_input(
+        query, None, weight=weight, width=module.embed_dim, heads=1, name="query"
+    )
     widths = {
-        "query": ("L", "E", module.embed_dim),
-        "key": ("S", "E" if module.kdim == module.embed_dim else "kdim", module.kdim),
-        "value": ("S", "E" if module.vdim == module.embed_dim else "vdim", module.vdim),
+        "key": ("E" if module.kdim == module.embed_dim else "kdim", module.kdim),
+        "value": ("E" if module.vdim == module.embed_dim else "vdim", module.vdim),
     }
-    checked = []  # a tensor passed twice (self-attention) has its type checked once
-    for name, t in (("query", query), ("key", key), ("value", value)):
+    checked = [query]  # a tensor passed twice (self-attention) has its type checked once
+    for name, t in (("key", key), ("value", value)):
         if not any(t is u for u in checked):
             checked.append(t)
-            if t is not query:
-                check_tensor(name, t, (query.dim(),))
-            check_module_input(name, t, module.out_proj.weight)
-        length, letter, width = widths[name]
+            check_tensor(name, t, (query.dim(),))
+            check_module_input(name, t, weight)
+        letter, width = widths[name]
         n = f"N={query.shape[0]}, " if batched else ""
         if t.shape[-1] != width or (batched and t.shape[0] != query.shape[0]):
             raise ValueError(
-                f"{name} must have shape ({n}{length}, {letter}={width}); got {shape_str(t.shape)}"
+                f"{name} must have shape ({n}S, {letter}={width}); got {shape_str(t.shape)}"
             )
     if value.shape[-2] != key.shape[-2]:
         raise ValueError(
@@ -132,22 +127,10 @@ def _prepare(module, query, key, value, mask):
             f"{shape_str(value.shape)} and key {shape_str(key.shape)}"
         )
     if not batched:
-        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)  # (1, ., .)
-    N, L, S = query.shape[0], query.shape[1], key.shape[1]
-    H = module.num_heads
-    if mask is not None:
-        device = query.device
-        if batched:
-            allowed = "(L, S), (N, L, S) or (N, H, L, S)"
-            if isinstance(mask, Tensor) and mask.dim() == 3:  # (N, L, S): check before
-                check_mask(mask, (N, L, S), allowed, device)  # aligning it with (N, H, L, S)
-                mask = mask.unsqueeze(1)  # (N, 1, L, S): the same mask for every head
-            else:
-                check_mask(mask, (N, H, L, S), allowed, device)
-        else:
-            check_mask(mask, (H, L, S), "(L, S) or (H, L, S)", device)
-        mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # 4-D, for F.sdpa
-    return query, key, value, mask, batched
+        key, value = key.unsqueeze(0), value.unsqueeze(0)  # (1, S, kdim), (1, S, vdim)
+    N, L, S = x.shape[0], x.shape[1], key.shape[1]
+    mask = as_heads_mask(mask, batched, (N, module.num_heads, L, S), x.device)
+    return x, key, value, mask, batched
 
 
 def _extra_repr(m) -> str:
@@ -158,10 +141,6 @@ def _extra_repr(m) -> str:
         ("dropout", m.dropout, 0.0),
         ("num_kv_heads", getattr(m, "num_kv_heads", m.num_heads), m.num_heads),
         ("positions", getattr(m, "positions", None), None),
-        ("qk_norm", getattr(m, "qk_norm", False), False),
-        ("softcap", getattr(m, "softcap", None), None),
-        ("sink", getattr(m, "sink", False), False),
-        ("gate", getattr(m, "gate", False), False),
     )
     return f"embed_dim={m.embed_dim}, num_heads={m.num_heads}, bias={m.bias}{extra}"
 
@@ -178,24 +157,22 @@ class MultiHeadAttention(nn.Module):
         Q &= X_q W_Q,\\; K = X_k W_K,\\; V = X_v W_V
         \\end{aligned}
 
-    where ``Q_h`` is columns ``h*D:(h+1)*D`` of ``Q``. The four options of 2025 models (all off
-    by default) change head ``h`` into
-
-    .. math::
-
-        \\operatorname{head}_h = \\sigma(X_q W_G^{(h)}) \\odot \\sum_j
-            \\frac{e^{s_{ij}}}{e^{b_h} + \\sum_{j'} e^{s_{ij'}}}\\, v_j, \\qquad
-        s_{ij} = c \\tanh\\left(\\frac{\\hat q_i \\cdot \\hat k_j}{c \\sqrt{D}}\\right) + B_{ij}
-
-    with ``q^ = RMSNorm(q)`` (``qk_norm``), the cap ``c`` (``softcap``), the sink logit
-    ``b_h`` (``sink``) and the gate ``W_G`` (``gate``); an option that is off drops its part
-    (no ``e^{b_h}``, no ``tanh``, no gate, ``q^ = q``). Same numbers as
+    where ``Q_h`` is columns ``h*D:(h+1)*D`` of ``Q``. Same numbers as
     ``torch.nn.MultiheadAttention(E, H, bias=bias, batch_first=True)`` given the same weights
     (see :func:`attnlib.convert.from_torch`), but returns per-head weights and uses boolean
     masks with ``True`` = may attend (a float mask is added to the scores, as PyTorch's).
+    The options of attention as 2025 models train it (QK-norm, soft-capping, a sink logit, an
+    output gate) are a subclass over the same kernel, :class:`ModernAttention`.
 
     Everything after ``num_heads`` is keyword-only, and so is everything after ``value`` in
     ``forward(query, key=None, value=None, *, mask=None, need_weights=True, cache=None)``.
+
+    Every self-attention layer of the package (this one, :class:`ModernAttention`,
+    :class:`attnlib.latent.MultiHeadLatentAttention`,
+    :class:`attnlib.linear_attention.LinearAttention`) has the interface a block calls:
+    ``_self_attention(x, mask, need_weights, cache) -> (output, weights or None)`` on a
+    checked ``x`` ``(N, L, E)`` and a 4-D ``mask``, :meth:`new_cache`, :meth:`check_cache`
+    and ``takes_mask``.
 
     Args:
         embed_dim: ``E``, the size of a query vector and of an output vector.
@@ -211,54 +188,24 @@ class MultiHeadAttention(nn.Module):
             head ``h`` uses key/value head ``h // (H / G)``. ``G = H`` (the default) is
             multi-head attention, ``G = 1`` multi-query attention. ``G`` must divide ``H``.
         positions: a relative position scheme applied inside the attention, an object the
-            layer calls with every head's queries and keys and their positions:
-            :class:`attnlib.positions.Rotary` (or ``"rope"``) rotates them
-            (:func:`attnlib.positions.rotary_embedding`, ``D`` must be even),
+            layer calls with every head's queries and keys and their positions
+            (:class:`attnlib.positions.PositionScheme`: any object with
+            ``scheme(q, k, q_pos, k_pos) -> (q, k, bias or None)`` and
+            ``check_head_dim(D)``): :class:`attnlib.positions.Rotary` (or ``"rope"``) rotates
+            them (:func:`attnlib.positions.rotary_embedding`, ``D`` must be even),
             :class:`attnlib.positions.ALiBi` (or ``"alibi"``) adds ``-m_h |i - j|`` to head
             ``h``'s scores (:func:`attnlib.positions.alibi_bias`); ``None`` (the default) adds
             nothing. Queries sit at positions ``0 .. L-1`` and keys at ``0 .. S-1``; with a
             ``cache`` at the positions it gives (:meth:`attnlib.decoding.Cache.position_ids`).
             Stored as the object, in :attr:`positions`.
         rope_base: the wavelength scale of ``"rope"``; 10000 in the paper.
-        qk_norm: QK-norm (Henry et al., 2020; Dehghani et al., 2023; OLMo 2, Gemma 3,
-            Qwen3): an RMSNorm over ``D`` of every head's queries and keys, with a learned scale
-            per feature shared by the heads, ``q <- w_q * q / sqrt(mean_d q_d^2 + 1e-6)``
-            (``q_norm``), the same for ``k`` (``k_norm``). Each score is then at most
-            ``sqrt(D) max|w_q| max|w_k|``: the logits cannot grow unless the scales do. Applied
-            right after the projections, before the ``cache`` (it keeps normalised keys) and
-            before ``positions`` (RoPE rotates normalised vectors), as Qwen3 and Gemma 3 do.
-            Per head as Qwen3 and Gemma 3; OLMo 2 normalises the whole ``H*D`` projection
-            before the split, and Gemma 3 scales by ``1 + w`` (same family, other numbers).
-        softcap: logit soft-capping (Gemma 2, with ``c = 50``): each score
-            ``s = q . k / sqrt(D)`` becomes ``c tanh(s / c)``, in ``(-c, c)`` and close to ``s``
-            for ``|s| << c``, before the mask and the softmax; a float mask (and ALiBi's bias) is
-            added after the cap, as Gemma 2 adds its mask. ``None`` (the default): no cap.
-            ``F.scaled_dot_product_attention`` has no cap: the layer forms the weights
-            explicitly, with ``need_weights=False`` too.
-        sink: a learned sink logit ``b_h`` per head (gpt-oss; the attention sinks of Xiao et
-            al., 2024): each query's softmax runs over its keys and one more entry, ``b_h``,
-            which has no value, so a head's weights sum to less than 1 and a head can attend
-            to (almost) nothing. The same as one more key whose score is ``b_h`` (not capped)
-            and whose value is zero; a query whose keys are all masked gets the output 0.
-            ``sink_logits`` starts at 0: Miller's (2023) ``softmax_1``. The weights returned
-            are those of the real keys. Formed explicitly, as ``softcap``.
-        gate: an output gate (Qiu et al., 2025, "Gated Attention for Large Language Models";
-            Qwen3-Next): each head's output is multiplied element by element by
-            ``sigmoid(x W_G + b_G)``, ``x`` the query input, before ``out_proj``
-            (``gate_proj``).
 
     Attributes:
         q_proj: ``nn.Linear(E, H*D)``.
         k_proj: ``nn.Linear(kdim, G*D)``.
         v_proj: ``nn.Linear(vdim, G*D)``.
         out_proj: ``nn.Linear(H*D, E)``. With the defaults all four are ``(E, E)``.
-        q_norm: ``nn.RMSNorm(D, eps=1e-6)`` with ``qk_norm``, else ``None``.
-        k_norm: the same, for the keys.
-        sink_logits: ``nn.Parameter`` of shape ``(H,)``, zeros at first, with ``sink``, else
-            ``None``.
-        gate_proj: ``nn.Linear(E, H*D)`` (with a bias if ``bias``) with ``gate``, else
-            ``None``.
-        qk_norm: the option, as given; and ``softcap``, ``sink``, ``gate``.
+        takes_mask: ``True``: the layer takes a mask (a linear-attention layer does not).
 
     Shape:
         - ``query``: ``(L, E)`` or ``(N, L, E)``; ``key``: ``(S, kdim)`` or ``(N, S, kdim)``;
@@ -281,12 +228,11 @@ class MultiHeadAttention(nn.Module):
             or size, an input or ``mask`` is not on the module's device (a module on the ``meta``
             device has no values), ``mask`` has the wrong shape, ``cache`` is combined with
             ``key``, ``value`` or ``mask``, a filled ``cache`` holds keys of other key/value heads,
-            head size, batch size or device (it belongs to one layer and one batch), or
-            ``positions`` is not one of ``None``, ``"rope"``, ``"alibi"``, a ``Rotary`` or an
-            ``ALiBi`` (``"rope"`` with an odd ``D``), or ``softcap`` is not ``None`` or a finite
-            number > 0.
-        TypeError: if a size is not an ``int``, ``dropout`` or ``softcap`` not a number,
-            ``qk_norm``, ``sink`` or ``gate`` not a ``bool``, ``query``, ``key`` or
+            head size, batch size or device, or ``cache`` serves another layer (a cache belongs
+            to one layer and one batch), ``positions`` is neither ``None``, ``"rope"``,
+            ``"alibi"`` nor a position scheme, or the scheme refuses ``D`` (``"rope"`` with an
+            odd ``D``).
+        TypeError: if a size is not an ``int``, ``dropout`` not a number, ``query``, ``key`` or
             ``value`` is not a float tensor or its dtype is not the module's, ``mask`` is neither
             boolean nor floating point, or ``cache`` is not an
             :class:`attnlib.decoding.Cache` or holds keys of another dtype.
@@ -300,15 +246,9 @@ class MultiHeadAttention(nn.Module):
         >>> output, weights = mha(torch.randn(2, 5, 12), torch.randn(2, 7, 12))
         >>> output.shape, weights.shape
         (torch.Size([2, 5, 12]), torch.Size([2, 3, 5, 7]))
-        >>> mha = MultiHeadAttention(12, 3, qk_norm=True, softcap=50.0, sink=True, gate=True)
-        >>> mha
-        MultiHeadAttention(
-          embed_dim=12, num_heads=3, bias=False, qk_norm=True, softcap=50.0, sink=True, gate=True
-          ...
-        >>> _, weights = mha(torch.randn(5, 12))
-        >>> bool((weights.sum(-1) < 1).all())  # the sink takes the rest
-        True
     """
+
+    takes_mask = True
 
     def __init__(
         self,
@@ -321,21 +261,11 @@ class MultiHeadAttention(nn.Module):
         head_dim: int | None = None,
         dropout: float = 0.0,
         num_kv_heads: int | None = None,
-        positions: str | Rotary | ALiBi | None = None,
+        positions: str | PositionScheme | None = None,
         rope_base: float = 10000.0,
-        qk_norm: bool = False,
-        softcap: float | None = None,
-        sink: bool = False,
-        gate: bool = False,
     ):
         super().__init__()
         _init_sizes(self, embed_dim, num_heads, bias, kdim, vdim, head_dim, dropout)
-        for name, flag in (("qk_norm", qk_norm), ("sink", sink), ("gate", gate)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool; got {type(flag).__name__} {flag!r}")
-        if softcap is not None:
-            softcap = check_real("softcap", softcap, "None or a number > 0", lambda c: c > 0)
-        self.qk_norm, self.softcap, self.sink, self.gate = qk_norm, softcap, sink, gate
         self.positions = _position_scheme(positions, rope_base=rope_base)
         if self.positions is not None:
             self.positions.check_head_dim(self.head_dim)
@@ -350,13 +280,12 @@ class MultiHeadAttention(nn.Module):
         self.q_proj = nn.Linear(embed_dim, inner, bias=bias)
         self.k_proj = nn.Linear(self.kdim, G * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(self.vdim, G * self.head_dim, bias=bias)
-        # The options' parts: registered only when on, so that a layer without them has the
-        # parameters, state_dict and repr it always had.
-        self.q_norm = nn.RMSNorm(self.head_dim, eps=1e-6) if qk_norm else None
-        self.k_norm = nn.RMSNorm(self.head_dim, eps=1e-6) if qk_norm else None
-        self.gate_proj = nn.Linear(embed_dim, inner, bias=bias) if gate else None
+        self._add_parts(inner)  # a subclass's own parts, before out_proj: seeded draws in order
         self.out_proj = nn.Linear(inner, embed_dim, bias=bias)
-        self.sink_logits = nn.Parameter(torch.zeros(num_heads)) if sink else None  # (H,)
+
+    def _add_parts(self, inner: int) -> None:
+        """Where a subclass registers its own modules (:class:`ModernAttention`'s norms and
+        gate), between ``v_proj`` and ``out_proj``; this layer has none."""
 
     def _split_heads(self, x: Tensor, heads: int) -> Tensor:
         N, T, _ = x.shape
@@ -380,22 +309,40 @@ class MultiHeadAttention(nn.Module):
         causal self-attention; their keys and values go into the cache, and they attend to
         every position the cache keeps.
         """
-        _check_cache(cache, key, value, mask, self)
+        cache_alone(cache, mask, key, value)
+        _check_self_attention(self, cache)  # before the widths of key and value are checked
         query, key, value, mask, batched = _prepare(self, query, key, value, mask)
-        _check_cache_fits(cache, self, query)
+        self.check_cache(cache, query)
         output, weights = self._forward(query, key, value, mask, need_weights, cache)
-        if not batched:
-            output = output.squeeze(0)  # (L, E)
-            weights = None if weights is None else weights.squeeze(0)  # (H, L, S)
-        return output, weights
+        return unbatch(batched, output, weights)  # (L, E) or (N, L, E); (H, L, S) or ...
+
+    def new_cache(self, *, window: int | None = None) -> KVCache:
+        """An empty :class:`attnlib.decoding.KVCache` for this layer (keeping the last
+        ``window`` positions if given), which serves this layer alone."""
+        cache = KVCache(window=window)
+        cache.claim(self)
+        return cache
+
+    def check_cache(self, cache: Cache | None, x: Tensor, *, name: str = "cache") -> None:
+        """Raise unless ``cache`` is ``None`` or a :class:`attnlib.decoding.Cache` that can take
+        a step of ``x`` ``(N, L, E)`` in this layer: a self-attention; kept keys (if any) of
+        its ``G`` key/value heads of size ``D``, ``x``'s batch, dtype and device; and no other
+        layer's (the first layer to use a cache owns it:
+        :meth:`attnlib.decoding.Cache.claim`). ``name`` names the cache in the message."""
+        _check_kv_cache(self, cache, x, name, self.num_kv_heads, self.head_dim)
+
+    def _self_attention(self, x, mask, need_weights, cache):
+        """The interface a block calls: self-attention on a checked ``x`` ``(N, L, E)``, a 4-D
+        ``mask`` or ``None``, a checked ``cache`` or ``None``."""
+        return self._forward(x, x, x, mask, need_weights, cache)
 
     def scores(self, query: Tensor, key: Tensor | None = None) -> Tensor:
-        """The logits of every head, ``s_ij = q^_i . k^_j / sqrt(D)``, before the cap and the mask.
+        """The logits of every head, ``s_ij = q^_i . k^_j / sqrt(D)``, before the mask.
 
-        ``q^`` and ``k^`` are the projected queries and keys after QK-norm and RoPE, as the
-        forward pass forms them; the soft cap (``c tanh(s / c)``), ALiBi's bias and a mask
-        come after. The largest of these logits is what QK-norm and soft-capping keep in
-        check (Dehghani et al., 2023; Wortsman et al., 2023).
+        ``q^`` and ``k^`` are the projected queries and keys as the forward pass forms them
+        (after RoPE, and after :class:`ModernAttention`'s QK-norm); ALiBi's bias, a mask (and
+        :class:`ModernAttention`'s soft cap) come after. The largest of these logits is what
+        QK-norm and soft-capping keep in check (Dehghani et al., 2023; Wortsman et al., 2023).
 
         Shape:
             - ``query``: ``(L, E)`` or ``(N, L, E)``; ``key``: ``(S, kdim)`` or ``(N, S, kdim)``
@@ -423,14 +370,13 @@ class MultiHeadAttention(nn.Module):
         N, L, _ = query.shape
         q = self._split_heads(self.q_proj(query), self.num_heads)  # (N, H, L, D)
         k = self._split_heads(self.k_proj(key), self.num_kv_heads)  # (N, G, S, D)
-        if self.qk_norm:
-            q, k = self.q_norm(q), self.k_norm(k)  # RMS 1 over D
+        q, k = self._normalize(q, k)
         if self.positions is not None:
             q_pos, k_pos = _position_ids(None, L, k.shape[2], q.device)
             q, k, _ = self.positions(q, k, q_pos, k_pos)  # RoPE rotates; ALiBi's bias left out
         k = k.repeat_interleave(self.num_heads // self.num_kv_heads, dim=1)  # (N, H, S, D)
         s = (q * self.head_dim**-0.5) @ k.transpose(-2, -1)  # (N, H, L, S), as the forward
-        return s if batched else s.squeeze(0)  # (N, H, L, S) or (H, L, S)
+        return unbatch(batched, s)  # (N, H, L, S) or (H, L, S)
 
     def _forward(self, query, key, value, mask, need_weights, cache):
         """The layer without the checks, on checked inputs with a batch dimension: ``query``
@@ -440,8 +386,7 @@ class MultiHeadAttention(nn.Module):
         q = self._split_heads(self.q_proj(query), self.num_heads)  # (N, H, L, D)
         k = self._split_heads(self.k_proj(key), G)  # (N, G, S, D)
         v = self._split_heads(self.v_proj(value), G)  # (N, G, S, D)
-        if self.qk_norm:  # before the cache (it keeps normalised keys) and before RoPE
-            q, k = self.q_norm(q), self.k_norm(k)  # (N, H, L, D), (N, G, S, D): RMS 1 over D
+        q, k = self._normalize(q, k)  # before the cache and RoPE (a subclass's QK-norm)
         if cache is not None:
             k, v = cache.update(k, v)  # (N, G, S, D) each: kept and new, as the cache keeps them
             mask = cache.mask(L).view(1, 1, L, k.shape[2])  # (1, 1, L, S): causal (+ window)
@@ -451,22 +396,163 @@ class MultiHeadAttention(nn.Module):
             if bias is not None:
                 mask = _add_bias(bias, mask)  # (N or 1, H, L, S), float
         dropout_p = self.dropout if self.training else 0.0
-        if self.softcap is None and not self.sink:
-            heads, weights = _attend(
-                q, k, v, mask, dropout_p, need_weights, enable_gqa=G != self.num_heads
-            )  # (N, H, L, D), (N, H, L, S) or None
-        else:  # F.sdpa has neither a cap nor a sink: the weights are formed explicitly
-            heads, weights = _attend_explicit(
-                q, k, v, mask, dropout_p, need_weights, self.softcap, self.sink_logits
-            )  # (N, H, L, D), (N, H, L, S) or None
+        heads, weights = self._weigh(q, k, v, mask, dropout_p, need_weights)
+        # heads: (N, H, L, D); weights: (N, H, L, S) or None
         inner = self.num_heads * self.head_dim  # (not -1: an empty batch has no size to infer)
         heads = heads.transpose(1, 2).reshape(N, L, inner)  # (N, L, H, D) -> (N, L, H*D)
-        if self.gate:
-            heads = heads * torch.sigmoid(self.gate_proj(query))  # (N, L, H*D), per feature
+        heads = self._gate(heads, query)  # (N, L, H*D)
         return self.out_proj(heads), weights  # (N, L, E), (N, H, L, S) or None
+
+    def _normalize(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """The projected queries ``(N, H, L, D)`` and keys ``(N, G, S, D)`` before the cache
+        and the positions: as they are (:class:`ModernAttention` normalises them)."""
+        return q, k
+
+    def _weigh(self, q, k, v, mask, dropout_p, need_weights):
+        """The heads ``(N, H, L, D)`` and weights of the projected ``q``, ``k``, ``v``:
+        softmax attention (``F.scaled_dot_product_attention`` without the weights)."""
+        G = k.shape[1]
+        return _attend(q, k, v, mask, dropout_p, need_weights, enable_gqa=G != self.num_heads)
+
+    def _gate(self, heads: Tensor, query: Tensor) -> Tensor:
+        """The concatenated heads ``(N, L, H*D)`` before ``out_proj``: as they are
+        (:class:`ModernAttention` gates them)."""
+        return heads
 
     def extra_repr(self) -> str:
         return _extra_repr(self)
+
+
+class ModernAttention(MultiHeadAttention):
+    """:class:`MultiHeadAttention` with the options of attention as 2025 models train it:
+    QK-norm, soft-capped logits, a sink logit and an output gate, each off by default.
+
+    .. math::
+
+        \\operatorname{head}_h = \\sigma(X_q W_G^{(h)}) \\odot \\sum_j
+            \\frac{e^{s_{ij}}}{e^{b_h} + \\sum_{j'} e^{s_{ij'}}}\\, v_j, \\qquad
+        s_{ij} = c \\tanh\\left(\\frac{\\hat q_i \\cdot \\hat k_j}{c \\sqrt{D}}\\right) + B_{ij}
+
+    with ``q^ = RMSNorm(q)`` (``qk_norm``), the cap ``c`` (``softcap``), the sink logit
+    ``b_h`` (``sink``) and the gate ``W_G`` (``gate``); an option that is off drops its part
+    (no ``e^{b_h}``, no ``tanh``, no gate, ``q^ = q``). The same kernel as
+    :class:`MultiHeadAttention` (a subclass, as Hugging Face gives each model family its class):
+    with every option off, the same numbers. Converters (:mod:`attnlib.convert`) refuse it.
+
+    Args:
+        embed_dim, num_heads: as :class:`MultiHeadAttention`.
+        qk_norm: QK-norm (Henry et al., 2020; Dehghani et al., 2023; OLMo 2, Gemma 3,
+            Qwen3): an RMSNorm over ``D`` of every head's queries and keys, with a learned scale
+            per feature shared by the heads, ``q <- w_q * q / sqrt(mean_d q_d^2 + 1e-6)``
+            (``q_norm``), the same for ``k`` (``k_norm``). Each score is then at most
+            ``sqrt(D) max|w_q| max|w_k|``: the logits cannot grow unless the scales do. Applied
+            right after the projections, before the ``cache`` (it keeps normalised keys) and
+            before ``positions`` (RoPE rotates normalised vectors), as Qwen3 and Gemma 3 do.
+            Per head as Qwen3 and Gemma 3; OLMo 2 normalises the whole ``H*D`` projection
+            before the split, and Gemma 3 scales by ``1 + w`` (same family, other numbers).
+        softcap: logit soft-capping (Gemma 2, with ``c = 50``): each score
+            ``s = q . k / sqrt(D)`` becomes ``c tanh(s / c)``, in ``(-c, c)`` and close to ``s``
+            for ``|s| << c``, before the mask and the softmax; a float mask (and ALiBi's bias) is
+            added after the cap, as Gemma 2 adds its mask. ``None`` (the default): no cap.
+            ``F.scaled_dot_product_attention`` has no cap: the layer forms the weights
+            explicitly, with ``need_weights=False`` too.
+        sink: a learned sink logit ``b_h`` per head (gpt-oss; the attention sinks of Xiao et
+            al., 2024): each query's softmax runs over its keys and one more entry, ``b_h``,
+            which has no value, so a head's weights sum to less than 1 and a head can attend
+            to (almost) nothing. The same as one more key whose score is ``b_h`` (not capped)
+            and whose value is zero; a query whose keys are all masked gets the output 0.
+            ``sink_logits`` starts at 0: Miller's (2023) ``softmax_1``. The weights returned
+            are those of the real keys. Formed explicitly, as ``softcap``.
+        gate: an output gate (Qiu et al., 2025, "Gated Attention for Large Language Models";
+            Qwen3-Next): each head's output is multiplied element by element by
+            ``sigmoid(x W_G + b_G)``, ``x`` the query input, before ``out_proj``
+            (``gate_proj``).
+        **options: the other arguments of :class:`MultiHeadAttention` (``bias``,
+            ``num_kv_heads``, ``positions``, ...).
+
+    Attributes:
+        q_norm: ``nn.RMSNorm(D, eps=1e-6)`` with ``qk_norm``, else ``None``.
+        k_norm: the same, for the keys.
+        sink_logits: ``nn.Parameter`` of shape ``(H,)``, zeros at first, with ``sink``, else
+            ``None``.
+        gate_proj: ``nn.Linear(E, H*D)`` (with a bias if ``bias``) with ``gate``, else
+            ``None``.
+        qk_norm: the option, as given; and ``softcap``, ``sink``, ``gate``.
+
+    Shape:
+        As :class:`MultiHeadAttention`.
+
+    Raises:
+        ValueError: as :class:`MultiHeadAttention`, and if ``softcap`` is not ``None`` or a
+            finite number > 0.
+        TypeError: as :class:`MultiHeadAttention`, and if ``softcap`` is not a number or
+            ``qk_norm``, ``sink`` or ``gate`` not a ``bool``.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> mha = ModernAttention(12, 3, qk_norm=True, softcap=50.0, sink=True, gate=True)
+        >>> mha
+        ModernAttention(
+          embed_dim=12, num_heads=3, bias=False, qk_norm=True, softcap=50.0, sink=True, gate=True
+          ...
+        >>> _, weights = mha(torch.randn(5, 12))
+        >>> bool((weights.sum(-1) < 1).all())  # the sink takes the rest
+        True
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        *,
+        qk_norm: bool = False,
+        softcap: float | None = None,
+        sink: bool = False,
+        gate: bool = False,
+        **options,
+    ):
+        for name, flag in (("qk_norm", qk_norm), ("sink", sink), ("gate", gate)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool; got {type(flag).__name__} {flag!r}")
+        if softcap is not None:
+            softcap = check_real("softcap", softcap, "None or a number > 0", lambda c: c > 0)
+        # set before the base class builds the parts (_add_parts reads them)
+        self.qk_norm, self.softcap, self.sink, self.gate = qk_norm, softcap, sink, gate
+        super().__init__(embed_dim, num_heads, **options)
+
+    def _add_parts(self, inner: int) -> None:
+        # registered only when on, so that an option that is off adds no parameter
+        self.q_norm = nn.RMSNorm(self.head_dim, eps=1e-6) if self.qk_norm else None
+        self.k_norm = nn.RMSNorm(self.head_dim, eps=1e-6) if self.qk_norm else None
+        self.gate_proj = nn.Linear(self.embed_dim, inner, bias=self.bias) if self.gate else None
+        self.sink_logits = nn.Parameter(torch.zeros(self.num_heads)) if self.sink else None
+
+    def _normalize(self, q, k):
+        if not self.qk_norm:
+            return q, k
+        return self.q_norm(q), self.k_norm(k)  # (N, H, L, D), (N, G, S, D): RMS 1 over D
+
+    def _weigh(self, q, k, v, mask, dropout_p, need_weights):
+        if self.softcap is None and not self.sink:
+            return super()._weigh(q, k, v, mask, dropout_p, need_weights)
+        # F.sdpa has neither a cap nor a sink: the weights are formed explicitly
+        return _attend_explicit(
+            q, k, v, mask, dropout_p, need_weights, self.softcap, self.sink_logits
+        )  # (N, H, L, D), (N, H, L, S) or None
+
+    def _gate(self, heads, query):
+        if not self.gate:
+            return heads
+        return heads * torch.sigmoid(self.gate_proj(query))  # (N, L, H*D), per feature
+
+    def extra_repr(self) -> str:
+        extra = repr_options(
+            ("qk_norm", self.qk_norm, False),
+            ("softcap", self.softcap, None),
+            ("sink", self.sink, False),
+            ("gate", self.gate, False),
+        )
+        return _extra_repr(self) + extra
 
 
 class NaiveMultiHeadAttention(nn.Module):
@@ -553,11 +639,12 @@ class NaiveMultiHeadAttention(nn.Module):
         :meth:`MultiHeadAttention.forward`. The heads' own checks are skipped (the inputs
         were checked here, once).
         """
-        _check_cache(cache, key, value, mask, self)
+        cache_alone(cache, mask, key, value)
+        _check_self_attention(self, cache)  # before the widths of key and value are checked
         query, key, value, mask, batched = _prepare(self, query, key, value, mask)
-        _check_cache_fits(cache, self, query)
+        _check_kv_cache(self, cache, query, "cache", self.num_heads, self.head_dim)
         if cache is not None:
-            return self._forward_cached(query, cache, need_weights, batched)
+            return unbatch(batched, *self._forward_cached(query, cache, need_weights))
         if mask is not None:
             mask = mask.expand(query.shape[0], self.num_heads, query.shape[1], key.shape[1])
         outputs, weights = [], []
@@ -568,12 +655,9 @@ class NaiveMultiHeadAttention(nn.Module):
             weights.append(w)  # (N, L, S) or None
         output = self.out_proj(torch.cat(outputs, dim=-1))  # (N, L, H*D) -> (N, L, E)
         stacked = torch.stack(weights, dim=1) if need_weights else None  # (N, H, L, S)
-        if not batched:
-            output = output.squeeze(0)  # (L, E)
-            stacked = None if stacked is None else stacked.squeeze(0)  # (H, L, S)
-        return output, stacked
+        return unbatch(batched, output, stacked)  # (L, E) or (N, L, E); (H, L, S) or ...
 
-    def _forward_cached(self, query, cache, need_weights, batched):
+    def _forward_cached(self, query, cache, need_weights):
         """One decoding step: every head's new keys and values go into one cache, as
         ``(N, H, L_new, D)``, and each head attends to its own slice of it."""
         L = query.shape[1]
@@ -590,9 +674,6 @@ class NaiveMultiHeadAttention(nn.Module):
             weights.append(w)  # (N, L, S) or None
         output = self.out_proj(torch.cat(outputs, dim=-1))  # (N, L, E)
         stacked = torch.stack(weights, dim=1) if need_weights else None  # (N, H, L, S)
-        if not batched:
-            output = output.squeeze(0)  # (L, E)
-            stacked = None if stacked is None else stacked.squeeze(0)  # (H, L, S)
         return output, stacked
 
     def extra_repr(self) -> str:

@@ -35,8 +35,7 @@ import torch
 from torch import Tensor
 
 from attnlib._checks import check_int, shape_str
-from attnlib.decoding import Cache
-from attnlib.transformer import ModelCache
+from attnlib.decoding import Cache, ModelCache
 
 __all__ = ["BlockPool", "PagedCache", "PagedModelCache"]
 
@@ -392,6 +391,7 @@ class PagedCache(Cache):
         child.block_table = list(self.block_table)
         child.length = self.length
         child.positions = None if self.positions is None else self.positions.clone()
+        child._owner = self._owner  # the same layer continues it
         return child
 
     def release(self) -> None:

@@ -19,6 +19,7 @@ positions, after its key-value cache (:mod:`attnlib.decoding`), which gives the 
 from __future__ import annotations
 
 import math
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -27,6 +28,7 @@ from attnlib._checks import check_floating_dtype, check_int, check_real, check_t
 
 __all__ = [
     "ALiBi",
+    "PositionScheme",
     "Rotary",
     "alibi_bias",
     "alibi_slopes",
@@ -363,18 +365,51 @@ class ALiBi:
 SCHEMES = {"rope": Rotary, "alibi": ALiBi}  # the strings a layer's positions= also takes
 
 
+@runtime_checkable
+class PositionScheme(Protocol):
+    """What an attention layer's ``positions=`` takes: any object with these two methods
+    (:class:`Rotary` and :class:`ALiBi` are two; a new scheme needs no change to the layers).
+
+    - ``scheme(q, k, q_pos, k_pos) -> (q, k, bias)``: every head's queries ``(N, H, L, D)`` and
+      keys ``(N, G, S, D)`` with their positions ``(L,)`` and ``(S,)``, changed or not, and a
+      float bias broadcastable to the scores ``(N, H, L, S)``, or ``None``;
+    - ``check_head_dim(D)``: raise a ``ValueError`` if heads of size ``D`` cannot be handled.
+
+    Args:
+        q, k, q_pos, k_pos: of the call, as above (the layer passes checked tensors).
+
+    Raises:
+        ValueError: from ``check_head_dim``, when the layer is made with heads the scheme
+            cannot take.
+
+    Example:
+        >>> isinstance(Rotary(), PositionScheme), isinstance("rope", PositionScheme)
+        (True, False)
+    """
+
+    def __call__(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor): ...
+
+    def check_head_dim(self, head_dim: int) -> None:
+        """Raise a ``ValueError`` if heads of size ``head_dim`` cannot be handled."""
+
+
 def _position_scheme(positions, *, rope_base: float = 10000.0):
-    """The scheme object for an attention layer's ``positions=``: ``None``, a :class:`Rotary`
-    or :class:`ALiBi` as given, or one made from the string ``"rope"`` or ``"alibi"``.
+    """The scheme object for an attention layer's ``positions=``: ``None``, a
+    :class:`PositionScheme` as given (a :class:`Rotary`, an :class:`ALiBi` or one of your own),
+    or one made from the string ``"rope"`` or ``"alibi"``.
 
     Raises:
         ValueError: for any other value (a string names the choices).
     """
-    if positions is None or isinstance(positions, (Rotary, ALiBi)):
+    if isinstance(positions, str):
+        if positions in SCHEMES:
+            return Rotary(rope_base) if positions == "rope" else ALiBi()
+    elif positions is None or (
+        isinstance(positions, PositionScheme) and not isinstance(positions, type)
+    ):  # an object, not a class such as Rotary itself
         return positions
-    if isinstance(positions, str) and positions in SCHEMES:
-        return Rotary(rope_base) if positions == "rope" else ALiBi()
     raise ValueError(
-        "positions must be None, 'rope', 'alibi', or an attnlib.positions.Rotary or ALiBi "
-        f"object; got {positions!r}"
+        "positions must be None, 'rope', 'alibi', or a position scheme (an object with "
+        "scheme(q, k, q_pos, k_pos) -> (q, k, bias) and check_head_dim(D), as "
+        f"attnlib.positions.Rotary and ALiBi); got {positions!r}"
     )

@@ -18,31 +18,29 @@ stacks blocks between a token embedding and a linear read-out that predicts the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 
 from attnlib._checks import (
-    check_cache_fits,
+    cache_alone,
     check_dropout,
     check_ids,
+    check_input,
     check_int,
-    check_mask,
     check_model_cache,
-    check_module_input,
     check_real,
     check_sizes,
-    check_tensor,
     shape_str,
+    unbatch,
 )
 from attnlib.attention import _causal_mask
-from attnlib.decoding import Cache, KVCache, _sliding_window_mask
-from attnlib.latent import MultiHeadLatentAttention
-from attnlib.linear_attention import LinearAttention, StateCache
-from attnlib.multihead import MultiHeadAttention, _check_cache
-from attnlib.positions import ALiBi, Rotary, _position_scheme, sinusoidal_encoding
+from attnlib.decoding import Cache, ModelCache, _sliding_window_mask
+from attnlib.layers import SOFTMAX_OPTIONS, make_attention
+from attnlib.positions import _position_scheme, sinusoidal_encoding
 
-__all__ = ["LanguageModel", "ModelCache", "TransformerBlock"]
+__all__ = ["LanguageModel", "TransformerBlock"]
 
 ADDED = ("learned", "sinusoidal")  # position schemes added to the token vectors
 
@@ -93,40 +91,41 @@ class TransformerBlock(nn.Module):
     :func:`attnlib.convert.block_from_torch`). ``mlp_ratio=0`` leaves the MLP (and ``ln2``)
     out: an attention-only block, as in the transformer-circuits papers.
 
+    The block is composed of modules: two LayerNorms, an MLP and the attention module
+    ``attn``, any self-attention layer with the package's interface (``_self_attention``,
+    ``new_cache``, ``check_cache``, ``takes_mask``: see :class:`attnlib.MultiHeadAttention`).
+    Give it as ``attn=``, or let the block make it from keyword options
+    (:func:`attnlib.layers.make_attention`: ``positions="rope"``, ``linear="delta"``,
+    ``latent_dim=``, ``qk_norm=True``, ...).
+
     Args:
         embed_dim: ``E``.
-        num_heads: ``H``; must divide ``E``.
+        num_heads: ``H``; must divide ``E``. Not with ``attn``.
+        attn: the attention module (its ``embed_dim`` must be ``E``); default: made from
+            ``num_heads``, ``bias``, ``dropout`` and ``**attention``.
         mlp_ratio: ``r``, the MLP's hidden width is ``round(r * E)``; 0 for no MLP.
         dropout: probability of dropping an attention weight and each sum's added term, in
             training mode only (PyTorch's layer also drops inside the MLP; this block does not).
         bias: biases in every linear map and LayerNorm (``nn.TransformerEncoderLayer``'s ``bias``).
         norm_eps: the LayerNorms' ``eps``.
-        num_kv_heads: ``G`` key/value heads (grouped-query attention), see
-            :class:`attnlib.MultiHeadAttention`.
-        positions: ``None``, ``"rope"`` or ``"alibi"`` (or a :class:`attnlib.positions.Rotary`
-            or :class:`attnlib.positions.ALiBi`): a relative position scheme inside the
-            attention, see :class:`attnlib.MultiHeadAttention`.
         activation: the MLP's GELU, ``"gelu"`` (exact, :math:`y\\,\\Phi(y)`, as
             ``nn.GELU()``) or ``"gelu_tanh"`` (its tanh approximation,
             ``nn.GELU(approximate="tanh")``, which GPT-2 was trained with).
-        latent_dim: ``d_c``: multi-head latent attention
-            (:class:`attnlib.latent.MultiHeadLatentAttention`) instead of multi-head attention,
-            caching ``d_c`` numbers per token; with ``positions="rope"`` its decoupled RoPE key
-            has ``D / 2`` features (DeepSeek-V2's ratio, ``D / 2`` must be even). Decoding with a
-            cache runs the absorbed form, a pass without one the expanded form. ``None``: MHA.
-        qk_norm, softcap, sink, gate: the attention options of 2025 models (QK-norm, a soft
-            cap on the logits, a learned sink logit per head, an output gate), passed to
-            :class:`attnlib.MultiHeadAttention`; none of them with ``latent_dim``.
-        linear: ``"linear"``, ``"delta"`` or ``"gated_delta"``: a
-            :class:`attnlib.linear_attention.LinearAttention` layer of that rule instead of
-            softmax attention (causal by construction: it takes no mask and gives no weights;
-            it decodes with a :class:`attnlib.linear_attention.StateCache`). ``None``: softmax.
+        **attention: the options :func:`attnlib.layers.make_attention` maps onto a module:
+            ``num_kv_heads``, ``positions`` (``"rope"``, ``"alibi"`` or a position scheme) for
+            :class:`attnlib.MultiHeadAttention`; ``qk_norm``, ``softcap``, ``sink``, ``gate``
+            for :class:`attnlib.ModernAttention`; ``latent_dim`` for
+            :class:`attnlib.latent.MultiHeadLatentAttention` (decoding with a cache runs the
+            absorbed form, a pass without one the expanded form); ``linear`` (``"linear"``,
+            ``"delta"``, ``"gated_delta"``) for
+            :class:`attnlib.linear_attention.LinearAttention` (causal by construction: it takes
+            no mask and gives no weights; it decodes with a
+            :class:`attnlib.linear_attention.StateCache`). Not with ``attn``.
 
     Attributes:
         ln1: ``nn.LayerNorm(E)``, before the attention.
         ln2: ``nn.LayerNorm(E)``, before the MLP (``None`` without an MLP).
-        attn: :class:`attnlib.MultiHeadAttention` ``(E, H, bias=bias)``, or a
-            :class:`attnlib.latent.MultiHeadLatentAttention` with ``latent_dim``.
+        attn: the attention module.
         mlp: ``nn.Sequential(Linear(E, rE), GELU(), Linear(rE, E))``, or ``None``.
 
     Shape:
@@ -134,20 +133,20 @@ class TransformerBlock(nn.Module):
         - ``mask``: as :class:`attnlib.MultiHeadAttention`'s (``True`` = may attend, or a float
           mask added to the scores), e.g. :func:`attnlib.causal_mask` ``(L, L)``.
         - weights: ``(H, L, S)`` or ``(N, H, L, S)`` with ``need_weights=True``, else ``None``.
-        - with ``cache=`` (an :class:`attnlib.decoding.Cache`), ``x`` holds only the new
+        - with ``cache=`` (from ``block.attn.new_cache()``), ``x`` holds only the new
           positions; the cache applies the causal mask.
 
     Raises:
         ValueError: if a size is not a positive integer, ``E`` is not divisible by ``H``,
             ``activation`` is not ``"gelu"`` or ``"gelu_tanh"``, ``mlp_ratio`` is negative or so
-            small that the MLP would have no hidden unit,
-            ``dropout`` is not in ``[0, 1)``, ``latent_dim`` is given with an attention
-            option, ``linear`` is not a rule or comes with an option of softmax attention, a
+            small that the MLP would have no hidden unit, ``dropout`` is not in ``[0, 1)``,
+            ``attn`` comes with ``num_heads`` or options or has another ``embed_dim``, the
+            options do not map onto a module (:func:`attnlib.layers.make_attention`), a
             linear block is given a ``mask``, ``x`` or ``mask`` has the wrong shape, ``cache``
-            is combined with ``mask``, or a filled ``cache`` holds keys of other heads, head
-            size, batch size or device.
-        TypeError: if ``x`` is not a float tensor of the block's dtype, ``cache`` is not an
-            :class:`attnlib.decoding.Cache` or holds keys of another dtype.
+            is combined with ``mask``, a filled ``cache`` does not fit the layer and the batch,
+            or ``cache`` serves another layer.
+        TypeError: if ``x`` is not a float tensor of the block's dtype, ``cache`` is not a
+            cache of the attention's kind or holds keys of another dtype.
 
     Example:
         >>> from attnlib import causal_mask
@@ -157,26 +156,23 @@ class TransformerBlock(nn.Module):
         >>> y, weights = block(x, mask=causal_mask(5), need_weights=True)
         >>> y.shape, weights.shape
         (torch.Size([2, 5, 12]), torch.Size([2, 3, 5, 5]))
+        >>> from attnlib import ModernAttention
+        >>> TransformerBlock(12, attn=ModernAttention(12, 3, qk_norm=True)).attn.q_norm
+        RMSNorm((4,), eps=1e-06, elementwise_affine=True)
     """
 
     def __init__(
         self,
         embed_dim: int,
-        num_heads: int,
+        num_heads: int | None = None,
         *,
+        attn: nn.Module | None = None,
         mlp_ratio: float = 4.0,
         dropout: float = 0.0,
         bias: bool = True,
         norm_eps: float = 1e-5,
-        num_kv_heads: int | None = None,
-        positions: str | Rotary | ALiBi | None = None,
         activation: str = "gelu",
-        latent_dim: int | None = None,
-        qk_norm: bool = False,
-        softcap: float | None = None,
-        sink: bool = False,
-        gate: bool = False,
-        linear: str | None = None,
+        **attention,
     ):
         super().__init__()
         embed_dim = check_int("embed_dim", embed_dim, low=1)
@@ -185,45 +181,15 @@ class TransformerBlock(nn.Module):
         self.mlp_ratio = _check_ratio(mlp_ratio)
         self.dropout = check_dropout("dropout", dropout)
         self.ln1 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
-        if linear is not None:
-            options = {
-                "num_kv_heads": num_kv_heads,
-                "positions": positions,
-                "latent_dim": latent_dim,
-                "softcap": softcap,
-            }
-            given = [f"{k}={v!r}" for k, v in options.items() if v is not None]
-            given += [k for k, v in (("qk_norm", qk_norm), ("sink", sink), ("gate", gate)) if v]
-            if given:
-                raise ValueError(
-                    "linear (a linear-attention layer) takes none of num_kv_heads, positions, "
-                    "latent_dim, qk_norm, softcap, sink, gate (its convolution and state order "
-                    f"the tokens); got {', '.join(given)}"
-                )
-            self.attn = LinearAttention(embed_dim, num_heads, rule=linear, bias=bias)
-        elif latent_dim is None:
-            self.attn = MultiHeadAttention(
-                embed_dim,
-                num_heads,
-                bias=bias,
-                dropout=dropout,
-                num_kv_heads=num_kv_heads,
-                positions=positions,
-                qk_norm=qk_norm,
-                softcap=softcap,
-                sink=sink,
-                gate=gate,
+        if attn is None:
+            attn = make_attention(embed_dim, num_heads, bias=bias, dropout=dropout, **attention)
+        elif num_heads is not None or attention or getattr(attn, "embed_dim", None) != embed_dim:
+            raise ValueError(
+                f"attn must come alone (no num_heads, no attention options) and have the block's "
+                f"embed_dim={embed_dim}; got num_heads={num_heads!r}, options "
+                f"{sorted(attention)}, attn.embed_dim={getattr(attn, 'embed_dim', None)!r}"
             )
-        else:
-            if qk_norm or softcap is not None or sink or gate:
-                raise ValueError(
-                    "latent_dim (multi-head latent attention) takes none of qk_norm, softcap, "
-                    f"sink, gate; got qk_norm={qk_norm}, softcap={softcap}, sink={sink}, "
-                    f"gate={gate}"
-                )
-            self.attn = _latent_attention(
-                embed_dim, num_heads, latent_dim, bias, dropout, num_kv_heads, positions
-            )
+        self.attn = attn
         hidden = round(self.mlp_ratio * embed_dim)
         if self.mlp_ratio and not hidden:
             raise ValueError(
@@ -260,174 +226,39 @@ class TransformerBlock(nn.Module):
         The arguments are checked here, once; the attention layer inside does not check them
         again.
         """
-        check_tensor("x", x, (2, 3))
-        check_module_input("x", x, self.attn.out_proj.weight)
-        if x.shape[-1] != self.embed_dim:
-            n = f"N={x.shape[0]}, " if x.dim() == 3 else ""
-            raise ValueError(
-                f"x must have shape ({n}L, E={self.embed_dim}); got {shape_str(x.shape)}"
-            )
-        if isinstance(self.attn, LinearAttention):
-            if mask is not None:
-                raise ValueError(
-                    "mask must be None for a linear-attention block: it is causal by "
-                    "construction (each token reads the state of the tokens before it)"
-                )
-            if cache is not None and not isinstance(cache, StateCache):
-                raise TypeError(
-                    "cache must be an attnlib.linear_attention.StateCache for a "
-                    f"linear-attention block; got {type(cache).__name__}"
-                )
-        else:
-            _check_cache(cache, None, None, mask, self.attn)
-        if cache is not None:
-            kv_heads, key_dim = _cached_key_shape(self.attn)
-            check_cache_fits(
-                "cache",
-                cache,
-                N=x.shape[0] if x.dim() == 3 else 1,
-                kv_heads=kv_heads,
-                head_dim=key_dim,
-                dtype=x.dtype,
-                device=x.device,
-                hint="a cache belongs to one layer and one batch; start a new KVCache()",
-            )
-        if mask is not None:
-            N, L, H = x.shape[:-2], x.shape[-2], self.num_heads
-            if x.dim() == 3 and isinstance(mask, Tensor) and mask.dim() == 3:  # (N, L, S)
-                check_mask(mask, (*N, L, L), "(L, S), (N, L, S) or (N, H, L, S)", x.device)
-                mask = mask.unsqueeze(1)  # (N, 1, L, S)
-            else:
-                allowed = "(L, S), (N, L, S) or (N, H, L, S)" if N else "(L, S) or (H, L, S)"
-                check_mask(mask, (*N, H, L, L), allowed, x.device)
-        return self._forward(x, mask, cache, need_weights)
+        x, mask, batched = _check_block_input(self, x, mask, cache)
+        x, weights = self._forward(x, mask, cache, need_weights)
+        return unbatch(batched, x, weights)  # (L, E) or (N, L, E); (H, L, S) or ...
 
     def _forward(self, x, mask, cache, need_weights):
-        """The block without the checks (:class:`LanguageModel` calls it)."""
-        batched = x.dim() == 3
-        x = x if batched else x.unsqueeze(0)  # (N, L, E)
-        if mask is not None:
-            mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # 4-D
-        y = self.ln1(x)  # (N, L, E)
-        if isinstance(self.attn, LinearAttention):  # causal by construction: no mask
-            attended, weights = self.attn._forward(y, cache), None
-        elif isinstance(self.attn, MultiHeadLatentAttention):  # absorbed when decoding
-            attended, weights = self.attn._forward(y, mask, need_weights, cache, cache is not None)
-        else:
-            attended, weights = self.attn._forward(y, y, y, mask, need_weights, cache)
+        """The block without the checks, on ``x`` ``(N, L, E)`` and a 4-D ``mask`` or ``None``
+        (:class:`LanguageModel` calls it)."""
+        attended, weights = self.attn._self_attention(self.ln1(x), mask, need_weights, cache)
         # attended: (N, L, E); weights: (N, H, L, S) or None
         x = x + self.drop(attended)
         if self.mlp is not None:
             x = x + self.drop(self.mlp(self.ln2(x)))  # (N, L, E)
-        if not batched:
-            x = x.squeeze(0)  # (L, E)
-            weights = None if weights is None else weights.squeeze(0)  # (H, L, S)
         return x, weights
 
 
-class ModelCache:
-    """One key-value cache per layer of a :class:`LanguageModel`.
-
-    Made by :meth:`LanguageModel.new_cache`; pass it to :meth:`LanguageModel.forward` as
-    ``cache=`` with the new tokens only. It holds ``2 * layers * N * G * S * D`` numbers:
-    :attr:`nbytes`.
-
-    Args:
-        layers: the number of layers, each given a :class:`attnlib.decoding.KVCache`, or the
-            list of per-layer caches (any :class:`attnlib.decoding.Cache`: a
-            ``PreallocatedCache``, a ``RollingCache`` for a local layer, ...).
-        window: with a number of layers, keep only the last ``window`` positions in every
-            layer (sliding-window attention); ``None`` keeps all.
-
-    Attributes:
-        layers: the list of per-layer caches.
-
-    A model takes only a cache made for it (:meth:`LanguageModel.forward` raises otherwise):
-    as many layers as it has blocks, each cache with the window of its layer (a layer
-    without a window also takes a :class:`attnlib.decoding.SinkCache`, StreamingLLM's
-    approximation chosen on purpose), and, once filled, keys of its heads, head size, dtype
-    and device for the same batch of sequences.
-
-    Raises:
-        TypeError: if ``layers`` is neither an ``int`` nor a list of caches.
-        ValueError: if ``layers`` or ``window`` is not a positive integer, the list is empty,
-            or ``window`` is given with a list.
-
-    Example:
-        >>> cache = ModelCache(2)
-        >>> cache.length, cache.nbytes, len(cache.layers)
-        (0, 0, 2)
-        >>> from attnlib.decoding import PreallocatedCache, RollingCache
-        >>> ModelCache([RollingCache(16), PreallocatedCache(64)]).windows
-        (16, None)
-    """
-
-    def __init__(self, layers: int | list[Cache], *, window: int | None = None):
-        if isinstance(layers, (list, tuple)):
-            if window is not None:
-                raise ValueError(
-                    "window must be None when layers is a list of caches (each cache has its "
-                    f"own window); got window={window!r}"
-                )
-            if not layers or not all(isinstance(c, Cache) for c in layers):
-                raise TypeError(
-                    "layers must be a number of layers or a non-empty list of "
-                    "attnlib.decoding.Cache objects; got "
-                    f"[{', '.join(type(c).__name__ for c in layers)}]"
-                )
-            self.layers = list(layers)
-        else:
-            layers = check_int("layers", layers, low=1)
-            self.layers = [KVCache(window=window) for _ in range(layers)]
-
-    @property
-    def length(self) -> int:
-        """The number of tokens seen so far, which is the position of the next token."""
-        return self.layers[0].length
-
-    @property
-    def window(self) -> int | None:
-        """The window of the first layer (``None``: all positions); see :attr:`windows`."""
-        return self.layers[0].window
-
-    @property
-    def windows(self) -> tuple[int | None, ...]:
-        """Each layer's window (``None``: all positions)."""
-        return tuple(layer.window for layer in self.layers)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held by the caches of every layer."""
-        return sum(layer.nbytes for layer in self.layers)
-
-    def __repr__(self) -> str:
-        return f"ModelCache(layers={len(self.layers)}, length={self.length}, nbytes={self.nbytes})"
-
-
-def _latent_attention(E, H, latent_dim, bias, dropout, num_kv_heads, positions):
-    """The block's :class:`MultiHeadLatentAttention`, its RoPE key ``D / 2`` wide with RoPE."""
-    scheme = _position_scheme(positions)
-    if num_kv_heads is not None or isinstance(scheme, ALiBi):
+def _check_block_input(block, x, mask, cache):
+    """The checks of a block's ``forward`` (:class:`TransformerBlock`,
+    :class:`attnlib.PostNormBlock`): ``x`` and ``mask`` (:func:`attnlib._checks.check_input`),
+    a mask the attention takes, and the cache (``block.attn.check_cache``). Returns ``x``
+    ``(N, L, E)``, the 4-D mask and whether ``x`` was batched."""
+    attn = block.attn
+    if mask is not None and not attn.takes_mask:
         raise ValueError(
-            "latent_dim (multi-head latent attention) takes neither num_kv_heads nor ALiBi "
-            f"positions; got num_kv_heads={num_kv_heads!r}, positions={positions!r}"
+            f"mask must be None for a block of {type(attn).__name__} (takes_mask is False): it "
+            "is causal by construction (each token reads the state of the tokens before it)"
         )
-    H = check_int("num_heads", H, low=1)
-    rope_dim = 0 if scheme is None else (E // H) // 2
-    base = 10000.0 if scheme is None else scheme.base
-    return MultiHeadLatentAttention(
-        E, H, latent_dim=latent_dim, rope_dim=rope_dim, bias=bias, dropout=dropout, rope_base=base
+    cache_alone(cache, mask)
+    weight = block.ln1.weight
+    x, mask, batched = check_input(
+        x, mask, weight=weight, width=attn.embed_dim, heads=attn.num_heads
     )
-
-
-def _cached_key_shape(attn) -> tuple[int, int]:
-    """``(G, D)`` of the keys a layer's cache holds: the key/value heads and their size, or
-    one shared RoPE key of ``rope_dim`` for latent attention."""
-    if isinstance(attn, MultiHeadLatentAttention):
-        return 1, attn.rope_dim
-    if isinstance(attn, LinearAttention):  # a StateCache's "key" is the state (N, H, D, D)
-        return attn.num_heads, attn.head_dim
-    return attn.num_kv_heads, attn.head_dim
+    attn.check_cache(cache, x)
+    return x, mask, batched
 
 
 def _check_positions(positions):
@@ -439,6 +270,22 @@ def _check_positions(positions):
             "positions must be one of 'learned', 'sinusoidal', 'rope', 'alibi', None, or an "
             f"attnlib.positions.Rotary or ALiBi object; got {positions!r}"
         ) from None
+
+
+def _layer_options(options: dict, i: int, rules: tuple[str | None, ...]) -> dict:
+    """Layer ``i``'s keywords from a model's ``options``: an option given as a list or tuple
+    gives one value per layer; a linear-attention layer (``rules[i]``) gets its rule and none
+    of softmax attention's options."""
+    for name, value in options.items():
+        if isinstance(value, (list, tuple)) and len(value) != len(rules):
+            raise ValueError(
+                f"{name} must give one value per layer ({len(rules)}) when it is a list; got "
+                f"{len(value)}: {value!r}"
+            )
+    mine = {k: v[i] if isinstance(v, (list, tuple)) else v for k, v in options.items()}
+    if rules[i] is None:
+        return mine
+    return {**{k: v for k, v in mine.items() if k not in SOFTMAX_OPTIONS}, "linear": rules[i]}
 
 
 def _check_linear(linear, num_layers: int) -> tuple[str | None, ...]:
@@ -506,8 +353,6 @@ class LanguageModel(nn.Module):
             (:func:`attnlib.positions.sinusoidal_encoding`, added), ``"rope"`` or ``"alibi"``
             (inside every attention, see :class:`attnlib.MultiHeadAttention`), or ``None`` (no
             position information beyond the causal mask).
-        mlp_ratio: the blocks' MLP width over ``E``; 0 for attention-only blocks.
-        dropout: dropout on the embeddings and in every block, in training mode only.
         window: sliding-window attention: position ``t`` sees tokens ``t - window + 1 .. t``
             only (:func:`attnlib.decoding.sliding_window_mask`); ``None``: all tokens before
             it. ``window=1`` leaves attention nothing to mix: each position sees only itself.
@@ -519,16 +364,23 @@ class LanguageModel(nn.Module):
         freeze_embeddings: keep the token embeddings fixed (``requires_grad=False``).
         tie_weights: read the logits out with the token embeddings, ``W_U = E_tok^T``
             (Press and Wolf, 2017); otherwise a separate ``Linear(E, V)`` without bias.
-        bias, norm_eps, activation, latent_dim, qk_norm, softcap, sink, gate: as
-            :class:`TransformerBlock`.
-        linear: a rule (``"linear"``, ``"delta"``, ``"gated_delta"``) for linear-attention
-            layers (:class:`attnlib.linear_attention.LinearAttention`), or a list with a rule or
-            ``None`` (softmax attention) per layer: a hybrid, as Qwen3-Next's three Gated
-            DeltaNet layers to one of attention, ``("gated_delta",) * 3 + (None,)``. The
-            options of softmax attention (positions inside attention, ``latent_dim``,
-            ``qk_norm``, ...) go to its softmax layers only; a linear layer gives ``None``
-            for its weights and decodes with a fixed-size
-            :class:`attnlib.linear_attention.StateCache`.
+        block: the per-layer spec: a callable, ``block(i)`` is layer ``i``, any module with
+            :class:`TransformerBlock`'s private ``_forward(x, mask, cache, need_weights)`` and an
+            ``attn`` with the attention interface (:class:`TransformerBlock`,
+            :class:`attnlib.PostNormBlock`, a block of your own). Default: a
+            :class:`TransformerBlock` of ``E``, ``H`` and ``**options``.
+        **options: the default blocks' keywords (:class:`TransformerBlock`): ``mlp_ratio``
+            (0 for attention-only blocks), ``dropout`` (also on the embeddings; in training
+            mode only), ``bias`` and ``norm_eps`` (also of ``ln_f``), ``activation``, and the
+            attention options (``positions`` inside attention comes from ``positions``;
+            ``num_kv_heads``, ``latent_dim``, ``qk_norm``, ``softcap``, ``sink``, ``gate``,
+            ``linear``; :func:`attnlib.layers.make_attention`). An option given as a list or
+            tuple gives one value per layer: ``linear`` as a rule (``"linear"``, ``"delta"``,
+            ``"gated_delta"``) or ``None`` (softmax attention) per layer makes a hybrid, as
+            Qwen3-Next's three Gated DeltaNet layers to one of attention,
+            ``linear=("gated_delta",) * 3 + (None,)``. The options of softmax attention go to
+            its softmax layers only; a linear layer gives ``None`` for its weights and decodes
+            with a fixed-size :class:`attnlib.linear_attention.StateCache`.
 
     Attributes:
         token_embedding: ``nn.Embedding(V, E)``.
@@ -583,21 +435,12 @@ class LanguageModel(nn.Module):
         *,
         max_len: int,
         positions: str | None = "learned",
-        mlp_ratio: float = 4.0,
-        dropout: float = 0.0,
         window: int | None | list[int | None] | tuple[int | None, ...] = None,
         embeddings: Tensor | None = None,
         freeze_embeddings: bool = False,
         tie_weights: bool = True,
-        bias: bool = True,
-        norm_eps: float = 1e-5,
-        activation: str = "gelu",
-        latent_dim: int | None = None,
-        qk_norm: bool = False,
-        softcap: float | None = None,
-        sink: bool = False,
-        gate: bool = False,
-        linear: str | None | list[str | None] | tuple[str | None, ...] = None,
+        block: Callable[[int], nn.Module] | None = None,
+        **options,
     ):
         super().__init__()
         vocab_size, embed_dim, num_heads, num_layers, max_len = check_sizes(
@@ -611,13 +454,15 @@ class LanguageModel(nn.Module):
         self.vocab_size, self.max_len, self.positions = vocab_size, max_len, positions
         self.tie_weights = tie_weights
         self.window, self.windows = _check_windows(window, num_layers)
-        self.linear = _check_linear(linear, num_layers)
+        self.linear = _check_linear(options.pop("linear", None), num_layers)
         for i, (rule, w) in enumerate(zip(self.linear, self.windows)):
             if rule is not None and w is not None:
                 raise ValueError(
                     f"window must be None for a linear-attention layer (its state is its "
                     f"memory); got window={w} and linear={rule!r} in layer {i}"
                 )
+        dropout = options.get("dropout", 0.0)
+        bias, norm_eps = options.get("bias", True), options.get("norm_eps", 1e-5)
         self.token_embedding = nn.Embedding(vocab_size, embed_dim)
         self.position_embedding = None
         if positions == "learned":
@@ -630,37 +475,20 @@ class LanguageModel(nn.Module):
             table = sinusoidal_encoding(max_len, embed_dim)  # (max_len, E)
             self.register_buffer("position_encoding", table, persistent=False)
         self.drop = nn.Dropout(check_dropout("dropout", dropout))
-        self.blocks = nn.ModuleList(
-            TransformerBlock(
-                embed_dim,
-                num_heads,
-                mlp_ratio=mlp_ratio,
-                dropout=dropout,
-                bias=bias,
-                norm_eps=norm_eps,
-                activation=activation,
-                # a linear layer takes no option of softmax attention (the block refuses them)
-                **(
-                    {"linear": rule}
-                    if rule is not None
-                    else {
-                        "positions": inside,
-                        "latent_dim": latent_dim,
-                        "qk_norm": qk_norm,
-                        "softcap": softcap,
-                        "sink": sink,
-                        "gate": gate,
-                    }
-                ),
-            )
-            for rule in self.linear
-        )
+        if block is None:
+            options = {"positions": inside, **options}
+
+            def block(i: int) -> TransformerBlock:
+                layer = _layer_options(options, i, self.linear)
+                return TransformerBlock(embed_dim, num_heads, **layer)
+
+        self.blocks = nn.ModuleList(block(i) for i in range(num_layers))
         self.ln_f = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
         self.lm_head = nn.Linear(embed_dim, vocab_size, bias=False)
         self.apply(self._init_weights)
-        for block in self.blocks:  # _init_weights zeroed the decay's bias: alpha near 0.95 again
-            if isinstance(block.attn, LinearAttention) and block.attn.decay_proj is not None:
-                nn.init.constant_(block.attn.decay_proj.bias, 3.0)
+        for module in self.modules():  # a part whose start _init_weights must not keep
+            if hasattr(module, "_after_init"):  # (LinearAttention's decay bias)
+                module._after_init()
         if embeddings is not None:
             if not isinstance(embeddings, Tensor) or not embeddings.is_floating_point():
                 raise TypeError(
@@ -692,14 +520,13 @@ class LanguageModel(nn.Module):
         return len(self.blocks)
 
     def new_cache(self) -> ModelCache:
-        """An empty :class:`ModelCache` for this model: a :class:`attnlib.decoding.KVCache`
-        per layer, keeping the layer's ``window`` positions if it has a window. For another
-        kind of cache pass ``ModelCache([...])``, one cache per layer."""
+        """An empty :class:`ModelCache` for this model: each layer's own cache
+        (``block.attn.new_cache()``: a :class:`attnlib.decoding.KVCache`, keeping the layer's
+        ``window`` positions if it has a window, or a linear layer's
+        :class:`attnlib.linear_attention.StateCache`), each serving its layer alone. For
+        another kind of cache pass ``ModelCache([...])``, one cache per layer."""
         return ModelCache(
-            [
-                StateCache() if rule is not None else KVCache(window=w)
-                for rule, w in zip(self.linear, self.windows)
-            ]
+            [block.attn.new_cache(window=w) for block, w in zip(self.blocks, self.windows)]
         )
 
     def _check_length(self, total: int, what: str) -> None:
@@ -721,27 +548,11 @@ class LanguageModel(nn.Module):
         """
         check_ids(ids, self.vocab_size)
         if cache is not None:
-            attn = self.blocks[0].attn
-            kv_heads, key_dim = _cached_key_shape(attn)
-            check_model_cache(
-                cache,
-                ModelCache,
-                num_layers=self.num_layers,
-                windows=self.windows,
-                N=ids.shape[0] if ids.dim() == 2 else 1,
-                kv_heads=kv_heads,
-                head_dim=key_dim,
-                dtype=attn.out_proj.weight.dtype,
-                device=attn.out_proj.weight.device,
-            )
-            for i, (layer, rule) in enumerate(zip(cache.layers, self.linear)):
-                if isinstance(layer, StateCache) != (rule is not None):
-                    what = f"linear={rule!r}" if rule else "softmax attention"
-                    raise TypeError(
-                        f"cache must hold a StateCache for each linear-attention layer and a "
-                        f"key-value cache for each softmax layer; got {type(layer).__name__} "
-                        f"in layer {i} ({what}): start a new one with model.new_cache()"
-                    )
+            check_model_cache(cache, ModelCache, num_layers=self.num_layers, windows=self.windows)
+            N, E = (ids.shape[0] if ids.dim() == 2 else 1), self.token_embedding.embedding_dim
+            like = self.lm_head.weight.new_empty(N, 0, E)  # (N, 0, E): the blocks' batch, dtype
+            for i, (block, layer) in enumerate(zip(self.blocks, cache.layers)):
+                block.attn.check_cache(layer, like, name=f"cache (layer {i})")  # each its own
         start = 0 if cache is None else cache.length
         self._check_length(start + ids.shape[-1], "the sequence (ids plus the cached tokens)")
         return self._forward(ids, cache, need_weights)
@@ -774,11 +585,8 @@ class LanguageModel(nn.Module):
             x, w = block._forward(x, mask, layer_cache, need_weights)  # (N, L, E)
             weights.append(w)  # (N, H, L, S) or None
         logits = self.lm_head(self.ln_f(x))  # (N, L, V)
-        if not batched:
-            logits = logits.squeeze(0)  # (L, V)
-            if need_weights:  # a linear layer gives None
-                weights = [None if w is None else w.squeeze(0) for w in weights]  # (H, L, S)
-        return logits, (weights if need_weights else None)
+        weights = [unbatch(batched, w) for w in weights] if need_weights else None  # (H, L, S)
+        return unbatch(batched, logits), weights  # (L, V) or (N, L, V)
 
     @torch.no_grad()
     def generate(
