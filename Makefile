@@ -215,6 +215,14 @@ except Exception as error:
     sys.exit(str(getattr(error, "reason", error)))
 endef
 export PROBE_PY
+
+# The wheel ships attnlib only; the book's exercises (lib/exercises, `from exercises import
+# check` in the chapters) are the checkout's: a .pth file puts lib/ on .venv's path.
+define EXERCISES_PTH
+import pathlib, site, sys
+pathlib.Path(site.getsitepackages()[0], "attention_book.pth").write_text(sys.argv[1] + "\n")
+endef
+export EXERCISES_PTH
 export NEW_ENOUGH := import sys; sys.exit(sys.version_info < ($(subst .,$(comma),$(PY_FLOOR))))
 
 env: $(STAMP)  ## only create/refresh .venv (PYTHON=python3.12 picks the interpreter)
@@ -253,6 +261,7 @@ $(STAMP): requirements.txt pyproject.toml
 	        exit 1; }; \
 	    $(BIN)/python -m pip install $${opts//--index-strategy unsafe-best-match/} \
 	        -r requirements.txt && $(BIN)/python -m pip install --no-deps -e .; fi
+	$(BIN)/python -c "$$EXERCISES_PTH" "$(CURDIR)/lib"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name \
 	    "Python 3 (.venv)" >/dev/null
 	@! ls -d $(VENV)/lib/python*/site-packages/nvidia* >/dev/null 2>&1 || echo "env: note:" \
