@@ -218,10 +218,8 @@ export PROBE_PY
 
 # The wheel ships attnlib only; the book's exercises (lib/exercises, `from exercises import
 # check` in the chapters) are the checkout's: a .pth file puts lib/ on .venv's path.
-define EXERCISES_PTH
-import pathlib, site, sys
-pathlib.Path(site.getsitepackages()[0], "attention_book.pth").write_text(sys.argv[1] + "\n")
-endef
+EXERCISES_PTH := import pathlib, site, sys; pathlib.Path(site.getsitepackages()[0], \
+    "attention_book.pth").write_text(sys.argv[1] + chr(10))
 export EXERCISES_PTH
 export NEW_ENOUGH := import sys; sys.exit(sys.version_info < ($(subst .,$(comma),$(PY_FLOOR))))
 

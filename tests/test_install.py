@@ -62,6 +62,10 @@ esac
 
 
 KERNEL = "-m ipykernel install --sys-prefix --name python3 --display-name Python 3 (.venv)"
+EXERCISES = (  # lib/ on the venv's path, for the book's exercises (not in the wheel)
+    '-c import pathlib, site, sys; pathlib.Path(site.getsitepackages()[0], "attention_book.pth")'
+    '.write_text(sys.argv[1] + chr(10)) {lib}'
+)
 
 
 class Project:
@@ -186,6 +190,7 @@ def test_venv_older_than_floor_is_replaced(project: Project):
     assert project.recorded() == [
         f"-m pip install --index-url {project.index.as_uri()} {torch_opts}-r requirements.txt",
         "-m pip install --no-deps -e .",
+        EXERCISES.format(lib=project.path / "lib"),
         KERNEL,
     ]
 
@@ -221,6 +226,7 @@ def test_uv_installs_the_lock(project: Project):
         f"uv venv -q --seed --python {project.fake_python} .venv",
         f"uv pip sync --python .venv/bin/python --index-url {index} requirements.txt",
         "uv pip install -q --python .venv/bin/python --no-deps -e .",
+        EXERCISES.format(lib=project.path / "lib"),
         KERNEL,
     ]
     assert (project.venv / ".stamp").exists()
