@@ -64,7 +64,7 @@ esac
 KERNEL = "-m ipykernel install --sys-prefix --name python3 --display-name Python 3 (.venv)"
 EXERCISES = (  # lib/ on the venv's path, for the book's exercises (not in the wheel)
     '-c import pathlib, site, sys; pathlib.Path(site.getsitepackages()[0], "attention_book.pth")'
-    '.write_text(sys.argv[1] + chr(10)) {lib}'
+    ".write_text(sys.argv[1] + chr(10)) {lib}"
 )
 
 
