@@ -17,10 +17,12 @@ stacks blocks between a token embedding and a linear read-out that predicts the 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib._checks import (
@@ -30,17 +32,20 @@ from attnlib._checks import (
     check_input,
     check_int,
     check_model_cache,
+    check_module_input,
     check_real,
     check_sizes,
+    check_tensor,
     shape_str,
     unbatch,
 )
+from attnlib._util import repr_options
 from attnlib.attention import _causal_mask
 from attnlib.decoding import Cache, ModelCache, _sliding_window_mask
 from attnlib.layers import SOFTMAX_OPTIONS, make_attention
 from attnlib.positions import _position_scheme, sinusoidal_encoding
 
-__all__ = ["LanguageModel", "TransformerBlock"]
+__all__ = ["GatedMLP", "LanguageModel", "RMSNorm", "TransformerBlock"]
 
 ADDED = ("learned", "sinusoidal")  # position schemes added to the token vectors
 
@@ -72,6 +77,175 @@ def _check_activation(activation) -> str:
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {tuple(ACTIVATIONS)}; got {activation!r}")
     return ACTIVATIONS[activation]
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square normalisation (Zhang and Sennrich, 2019): rescale each vector to RMS 1.
+
+    .. math::
+
+        y = \\frac{x}{\\sqrt{\\tfrac{1}{d} \\sum_i x_i^2 + \\epsilon}} \\odot (o + w)
+
+    over the last dimension ``d``: no mean is subtracted and there is no bias, unlike
+    ``nn.LayerNorm``. LLaMA, Qwen and ``torch.nn.RMSNorm`` store the scale itself (``o = 0``,
+    ``w`` starts at 1); Gemma stores ``1 + w`` (``o = 1``, ``w`` starts at 0), so that its
+    weights copy as they are with ``offset=1``. Either way the module starts as the plain
+    normalisation. The sum runs in float32 at least (a ``float16`` or ``bfloat16`` input is
+    normalised and scaled in float32, then cast back, as Gemma 3 does; float64 stays float64).
+
+    Args:
+        dim: ``d``, the size of the last dimension.
+        eps: ``epsilon``, added to the mean square, ``>= 0``; LLaMA and Gemma use ``1e-6``
+            (``1e-5`` in some LLaMA checkpoints: read it from the configuration).
+        offset: ``o``, added to the learned weight; 0 (LLaMA) or 1 (Gemma).
+
+    Attributes:
+        weight: ``nn.Parameter`` of shape ``(d,)``, initialised to ``1 - offset``.
+
+    Shape:
+        - ``x``: ``(..., d)``; output: the same shape and dtype.
+
+    Raises:
+        TypeError: if ``dim`` is not an ``int``, ``eps`` or ``offset`` not a number, ``x`` not a
+            floating-point tensor or of another dtype than ``weight``.
+        ValueError: if ``dim`` is below 1, ``eps`` negative, ``offset`` not finite, ``x`` is 0-D
+            or its last dimension is not ``d``, or ``x`` is on another device than ``weight``.
+
+    Example:
+        >>> norm = RMSNorm(4)
+        >>> norm(torch.tensor([[3.0, -3.0, 3.0, -3.0], [1.0, 2.0, 3.0, 4.0]])).detach()
+        tensor([[ 1.0000, -1.0000,  1.0000, -1.0000],
+                [ 0.3651,  0.7303,  1.0954,  1.4606]])
+        >>> gemma = RMSNorm(4, offset=1.0)  # stores 1 + w: starts at w = 0
+        >>> gemma.weight
+        Parameter containing:
+        tensor([0., 0., 0., 0.], requires_grad=True)
+    """
+
+    def __init__(self, dim: int, *, eps: float = 1e-6, offset: float = 0.0):
+        super().__init__()
+        self.dim = check_int("dim", dim, low=1)
+        self.eps = check_real("eps", eps, "a number >= 0", lambda e: e >= 0)
+        self.offset = check_real("offset", offset, "a finite number")
+        self.weight = nn.Parameter(torch.full((self.dim,), 1.0 - self.offset))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``x`` divided by its root mean square over the last dimension, times ``offset +
+        weight``."""
+        check_tensor("x", x, (1, None))
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape (..., d={self.dim}); got {shape_str(x.shape)}")
+        check_module_input("x", x, self.weight)
+        return self._norm(x)
+
+    def _norm(self, x: Tensor) -> Tensor:
+        """The normalisation without the checks (the blocks call it)."""
+        dtype = torch.promote_types(x.dtype, torch.float32)  # float32 at least
+        y = x.to(dtype)  # (..., d)
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., d), RMS ~ 1
+        return (y * (self.offset + self.weight.to(dtype))).to(x.dtype)  # (..., d)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, eps={self.eps:g}" + repr_options(("offset", self.offset, 0.0))
+
+
+GATES = {  # a gated MLP's activation -> its function
+    "silu": F.silu,
+    "gelu_tanh": functools.partial(F.gelu, approximate="tanh"),
+    "gelu": F.gelu,
+}
+
+
+class GatedMLP(nn.Module):
+    """A gated MLP (Shazeer, 2020): one projection, activated, gates another, element by element.
+
+    .. math::
+
+        \\operatorname{GatedMLP}(x) = \\bigl(\\phi(x W_{\\text{gate}}) \\odot x W_{\\text{up}}
+        \\bigr)\\, W_{\\text{down}}
+
+    With ``phi`` = SiLU it is SwiGLU (LLaMA, Qwen, Mistral); with the tanh approximation of GELU
+    it is GeGLU as Gemma runs it (the exact GELU moves Gemma 3's logits by 0.01 to 0.04). The
+    parts are named as in Hugging Face's ``LlamaMLP`` and ``Gemma3MLP`` (``gate_proj``,
+    ``up_proj``, ``down_proj``), so that their ``state_dict`` copies by name. Three matrices
+    instead of two: a model with a gated MLP takes ``hidden`` about ``8/3 E`` rather than
+    ``4 E`` for the same number of parameters.
+
+    Args:
+        dim: ``E``, the size of the input and output vectors.
+        hidden: the hidden width (Hugging Face's ``intermediate_size``).
+        activation: ``phi``: ``"silu"`` (``x sigmoid(x)``, SwiGLU), ``"gelu_tanh"`` (GELU's
+            tanh approximation, Gemma's GeGLU) or ``"gelu"`` (the exact GELU).
+        bias: biases in the three projections (none in LLaMA and Gemma).
+
+    Attributes:
+        gate_proj: ``nn.Linear(E, hidden)``, activated.
+        up_proj: ``nn.Linear(E, hidden)``, the gated values.
+        down_proj: ``nn.Linear(hidden, E)``.
+
+    Shape:
+        - ``x``: ``(..., E)``; output: ``(..., E)``.
+
+    Raises:
+        TypeError: if ``dim`` or ``hidden`` is not an ``int``, ``activation`` not a string,
+            ``bias`` not a ``bool``, ``x`` not a floating-point tensor or of another dtype than
+            the weights.
+        ValueError: if ``dim`` or ``hidden`` is below 1, ``activation`` is not one of the three,
+            ``x`` is 0-D, its last dimension is not ``E``, or it is on another device.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> mlp = GatedMLP(8, 20)  # SwiGLU
+        >>> mlp
+        GatedMLP(
+          8, 20, activation='silu'
+          (gate_proj): Linear(in_features=8, out_features=20, bias=False)
+          (up_proj): Linear(in_features=8, out_features=20, bias=False)
+          (down_proj): Linear(in_features=20, out_features=8, bias=False)
+        )
+        >>> x = torch.randn(2, 3, 8)
+        >>> by_hand = (F.silu(x @ mlp.gate_proj.weight.T) * (x @ mlp.up_proj.weight.T)) @ (
+        ...     mlp.down_proj.weight.T)
+        >>> torch.allclose(mlp(x), by_hand, atol=1e-6)
+        True
+    """
+
+    def __init__(self, dim: int, hidden: int, *, activation: str = "silu", bias: bool = False):
+        super().__init__()
+        dim = check_int("dim", dim, low=1)
+        hidden = check_int("hidden", hidden, low=1)
+        if not isinstance(activation, str):
+            raise TypeError(
+                f"activation must be a str, one of {tuple(GATES)}; got "
+                f"{type(activation).__name__} {activation!r}"
+            )
+        if activation not in GATES:
+            raise ValueError(f"activation must be one of {tuple(GATES)}; got {activation!r}")
+        if not isinstance(bias, bool):
+            raise TypeError(f"bias must be a bool; got {type(bias).__name__} {bias!r}")
+        self.dim, self.hidden, self.activation = dim, hidden, activation
+        self._act = GATES[activation]
+        self.gate_proj = nn.Linear(dim, hidden, bias=bias)  # Hugging Face's order of creation
+        self.up_proj = nn.Linear(dim, hidden, bias=bias)
+        self.down_proj = nn.Linear(hidden, dim, bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``down_proj(phi(gate_proj(x)) * up_proj(x))``."""
+        check_tensor("x", x, (1, None))
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape (..., E={self.dim}); got {shape_str(x.shape)}")
+        check_module_input("x", x, self.down_proj.weight)
+        return self._mlp(x)
+
+    def _mlp(self, x: Tensor) -> Tensor:
+        """The MLP without the checks (the blocks call it)."""
+        gated = self._act(self.gate_proj(x)) * self.up_proj(x)  # (..., hidden)
+        return self.down_proj(gated)  # (..., E)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, {self.hidden}, activation={self.activation!r}" + repr_options(
+            ("bias", self.down_proj.bias is not None, False)
+        )
 
 
 class TransformerBlock(nn.Module):
