@@ -10,7 +10,15 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from attnlib import GatedMLP, RMSNorm  # noqa: E402
+from attnlib import (  # noqa: E402
+    GatedMLP,
+    LanguageModel,
+    MultiHeadAttention,
+    RMSNorm,
+    TransformerBlock,
+    causal_mask,
+)
+from attnlib.positions import Rotary, rotary_embedding  # noqa: E402
 from torch import nn  # noqa: E402
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: dict(rtol=1e-12, atol=1e-12)}
@@ -188,3 +196,235 @@ def test_gated_mlp_bad_inputs():
         mlp([1.0, 2.0, 3.0, 4.0])
     with pytest.raises(TypeError, match="x has dtype torch.float64 but the module's weights"):
         mlp(torch.randn(2, 4, dtype=torch.float64))
+
+
+# --- TransformerBlock composed of modules ------------------------------------------------
+
+
+def test_default_block_keeps_its_state_dict_keys_and_numbers():
+    torch.manual_seed(0)
+    block = TransformerBlock(12, 3).eval()
+    assert list(block.state_dict()) == [
+        "ln1.weight",
+        "ln1.bias",
+        "attn.q_proj.weight",
+        "attn.q_proj.bias",
+        "attn.k_proj.weight",
+        "attn.k_proj.bias",
+        "attn.v_proj.weight",
+        "attn.v_proj.bias",
+        "attn.out_proj.weight",
+        "attn.out_proj.bias",
+        "ln2.weight",
+        "ln2.bias",
+        "mlp.0.weight",
+        "mlp.0.bias",
+        "mlp.2.weight",
+        "mlp.2.bias",
+    ]
+    assert block.post_attn_norm is None and block.post_mlp_norm is None
+    torch.manual_seed(0)
+    same = TransformerBlock(12, 3, norm=None, post_norm=None, mlp=None).eval()
+    x = torch.randn(2, 5, 12)
+    assert torch.equal(block(x, mask=causal_mask(5))[0], same(x, mask=causal_mask(5))[0])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sandwich_block_by_hand(dtype):
+    torch.manual_seed(0)
+    block = TransformerBlock(
+        12,
+        attn=MultiHeadAttention(12, 3, positions="rope"),
+        mlp=GatedMLP(12, 20, activation="gelu_tanh"),
+        norm=lambda E: RMSNorm(E, offset=1.0),
+        post_norm=lambda E: RMSNorm(E, offset=1.0),
+    )
+    block = randomize(block).to(dtype).eval()
+    assert list(block.state_dict())[-2:] == ["post_attn_norm.weight", "post_mlp_norm.weight"]
+    x = torch.randn(2, 5, 12, dtype=dtype)
+    mask = causal_mask(5)
+    attended, _ = block.attn(block.ln1(x), mask=mask)
+    h = x + block.post_attn_norm(attended)
+    by_hand = h + block.post_mlp_norm(block.mlp(block.ln2(h)))
+    torch.testing.assert_close(block(x, mask=mask)[0], by_hand, **TOL[dtype])
+
+
+def test_block_with_norm_and_mlp_decodes_with_a_cache():
+    torch.manual_seed(0)
+    block = TransformerBlock(
+        12,
+        attn=MultiHeadAttention(12, 2, num_kv_heads=1, positions="rope"),
+        mlp=GatedMLP(12, 20),
+        norm=RMSNorm,
+        post_norm=RMSNorm,
+    )
+    block = randomize(block).eval()
+    x = torch.randn(2, 6, 12)
+    full, _ = block(x, mask=causal_mask(6))
+    cache = block.attn.new_cache()
+    steps = [block(x[:, t : t + 1], cache=cache)[0] for t in range(6)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"mlp": GatedMLP(12, 20), "mlp_ratio": 2.0}, ValueError, "mlp must come alone"),
+        ({"mlp": GatedMLP(12, 20), "activation": "gelu_tanh"}, ValueError, "mlp must come alone"),
+        (
+            {"mlp": GatedMLP(8, 20)},
+            ValueError,
+            r"mlp must have the block's dim E=12; got mlp.dim=8",
+        ),
+        ({"mlp": F.silu}, TypeError, "mlp must be an nn.Module .* got function"),
+        ({"norm": RMSNorm(12)}, TypeError, "norm must be a callable .* got RMSNorm"),
+        ({"norm": "rms"}, TypeError, "norm must be a callable .* got str"),
+        ({"post_norm": nn.LayerNorm(12)}, TypeError, "post_norm must be a callable .* LayerNorm"),
+        ({"norm": lambda E: E}, TypeError, r"norm\(12\) gave int"),
+        ({"norm": RMSNorm, "norm_eps": 1e-6}, ValueError, "give the eps to norm instead"),
+    ],
+)
+def test_block_bad_parts(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        TransformerBlock(12, 3, **kwargs)
+
+
+def test_language_model_norm_makes_ln_f():
+    lm = LanguageModel(30, 12, 3, 2, max_len=8, positions="rope", norm=RMSNorm)
+    assert isinstance(lm.ln_f, RMSNorm)
+    assert all(isinstance(b.ln1, RMSNorm) and isinstance(b.ln2, RMSNorm) for b in lm.blocks)
+    with pytest.raises(TypeError, match="norm must be a callable .* got RMSNorm"):
+        LanguageModel(30, 12, 3, 2, max_len=8, norm=RMSNorm(12))
+
+
+# --- LLaMA: a decoder layer and a whole model equal to transformers' -----------------------
+
+E, H, G, HIDDEN, V = 24, 4, 2, 40, 50
+N, L = 2, 7
+
+
+def llama_config(transformers, num_layers=1):
+    config = transformers.LlamaConfig(
+        vocab_size=V,
+        hidden_size=E,
+        num_attention_heads=H,
+        num_key_value_heads=G,
+        intermediate_size=HIDDEN,
+        num_hidden_layers=num_layers,
+        rope_theta=10000.0,
+        attention_bias=False,
+        rms_norm_eps=1e-6,
+        max_position_embeddings=64,
+    )
+    config._attn_implementation = "eager"
+    return config
+
+
+def rotate_half_to_pairs(weight: torch.Tensor, heads: int) -> torch.Tensor:
+    """The rows of a q or k projection reordered from LLaMA's rotate-half RoPE (feature ``i``
+    turns with ``i + D/2``) to attnlib's consecutive pairs (``2i`` with ``2i + 1``): row ``i``
+    of each head goes to ``2i``, row ``i + D/2`` to ``2i + 1``. The scores are unchanged, as
+    queries and keys are permuted alike (Hugging Face's conversion scripts do the inverse)."""
+    rows, cols = weight.shape
+    D = rows // heads
+    halves = weight.view(heads, 2, D // 2, cols)  # (heads, half, D/2, E)
+    return halves.transpose(1, 2).reshape(rows, cols)  # (heads, D/2, 2, E) -> (heads*D, E)
+
+
+def llama_block() -> TransformerBlock:
+    """A LLaMA decoder layer as a TransformerBlock: RMSNorm, grouped-query attention with RoPE,
+    SwiGLU."""
+    return TransformerBlock(
+        E,
+        attn=MultiHeadAttention(E, H, num_kv_heads=G, positions=Rotary(10000.0)),
+        mlp=GatedMLP(E, HIDDEN, activation="silu"),
+        norm=lambda dim: RMSNorm(dim, eps=1e-6),
+    )
+
+
+def copy_llama_layer(block: TransformerBlock, layer) -> None:
+    """``layer`` (a LlamaDecoderLayer)'s weights into ``block``, q and k rows permuted."""
+    attn = layer.self_attn
+    with torch.no_grad():
+        block.ln1.weight.copy_(layer.input_layernorm.weight)
+        block.ln2.weight.copy_(layer.post_attention_layernorm.weight)
+        block.attn.q_proj.weight.copy_(rotate_half_to_pairs(attn.q_proj.weight, H))
+        block.attn.k_proj.weight.copy_(rotate_half_to_pairs(attn.k_proj.weight, G))
+        block.attn.v_proj.weight.copy_(attn.v_proj.weight)
+        block.attn.out_proj.weight.copy_(attn.o_proj.weight)
+    block.mlp.load_state_dict(layer.mlp.state_dict())  # gate_proj, up_proj, down_proj
+
+
+def test_rotate_half_to_pairs_is_rotary_embedding_of_the_halves():
+    """The permutation is right: rotate-half RoPE of ``x`` is, permuted, the pairs' RoPE."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, rotate_half
+
+    D = E // H
+    x = torch.randn(1, 1, L, D, dtype=torch.float64)
+    cos, sin = LlamaRotaryEmbedding(llama_config(transformers))(x, torch.arange(L)[None])
+    halves = x * cos + rotate_half(x) * sin  # (1, 1, L, D), LLaMA's
+    perm = rotate_half_to_pairs(torch.arange(D).view(D, 1), 1).flatten()
+    pairs = rotary_embedding(x[..., perm])  # attnlib's on the permuted features
+    torch.testing.assert_close(pairs, halves[..., perm], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_llama_decoder_layer(dtype):
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    config = llama_config(transformers)
+    layer = randomize(LlamaDecoderLayer(config, layer_idx=0), seed=6).to(dtype).eval()
+    block = llama_block().to(dtype).eval()
+    copy_llama_layer(block, layer)
+    x = torch.randn(N, L, E, dtype=dtype, generator=torch.Generator().manual_seed(7))
+    position_ids = torch.arange(L).expand(N, L)  # (N, L)
+    cos_sin = LlamaRotaryEmbedding(config)(x, position_ids)  # ((N, L, D), (N, L, D))
+    blocked = torch.full((L, L), torch.finfo(dtype).min, dtype=dtype).triu(1)  # (L, L)
+    with torch.no_grad():
+        theirs = layer(
+            x,
+            attention_mask=blocked.expand(N, 1, L, L),  # (N, 1, L, L), added to the scores
+            position_ids=position_ids,
+            position_embeddings=cos_sin,
+        )
+        theirs = theirs[0] if isinstance(theirs, tuple) else theirs  # (N, L, E)
+        ours, _ = block(x, mask=causal_mask(L))
+    torch.testing.assert_close(ours, theirs, **HF_TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_llama_for_causal_lm(dtype):
+    """A whole LLaMA (2 layers) as a LanguageModel built with ``block=``: the same logits."""
+    transformers = pytest.importorskip("transformers")
+    config = llama_config(transformers, num_layers=2)
+    hf = randomize(transformers.LlamaForCausalLM(config), seed=8).to(dtype).eval()
+    lm = LanguageModel(
+        V,
+        E,
+        H,
+        2,
+        max_len=64,
+        positions="rope",
+        tie_weights=False,
+        block=lambda i: llama_block(),
+        norm=lambda dim: RMSNorm(dim, eps=1e-6),
+    )
+    lm = lm.to(dtype).eval()
+    with torch.no_grad():
+        lm.token_embedding.weight.copy_(hf.model.embed_tokens.weight)
+        lm.ln_f.weight.copy_(hf.model.norm.weight)
+        lm.lm_head.weight.copy_(hf.lm_head.weight)
+    for block, layer in zip(lm.blocks, hf.model.layers, strict=True):
+        copy_llama_layer(block, layer)
+    ids = torch.randint(0, V, (N, L), generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        theirs = hf(ids).logits  # (N, L, V)
+        ours, _ = lm(ids)
+    torch.testing.assert_close(ours, theirs, **HF_TOL[dtype])
+    # and decoding with attnlib's cache gives the same logits, token by token
+    cache = lm.new_cache()
+    with torch.no_grad():
+        steps = [lm(ids[:, t : t + 1], cache=cache)[0] for t in range(L)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), theirs, **HF_TOL[dtype])
