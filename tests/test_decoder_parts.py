@@ -13,11 +13,13 @@ import torch.nn.functional as F  # noqa: E402
 from attnlib import (  # noqa: E402
     GatedMLP,
     LanguageModel,
+    ModernAttention,
     MultiHeadAttention,
     RMSNorm,
     TransformerBlock,
     causal_mask,
 )
+from attnlib.decoding import sliding_window_mask  # noqa: E402
 from attnlib.positions import Rotary, rotary_embedding  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -428,3 +430,100 @@ def test_llama_for_causal_lm(dtype):
     with torch.no_grad():
         steps = [lm(ids[:, t : t + 1], cache=cache)[0] for t in range(L)]
     torch.testing.assert_close(torch.cat(steps, dim=1), theirs, **HF_TOL[dtype])
+
+
+# --- Gemma 3: QK-norm, sandwich norms, 1 + w, GeGLU, local and global layers -----------------
+
+D_GEMMA, WINDOW = 8, 4  # head_dim != E / H, as in Gemma; a window shorter than L
+
+
+def gemma3_config(transformers):
+    config = transformers.Gemma3TextConfig(
+        vocab_size=V,
+        hidden_size=E,
+        num_attention_heads=H,
+        num_key_value_heads=G,
+        head_dim=D_GEMMA,
+        intermediate_size=HIDDEN,
+        num_hidden_layers=2,
+        layer_types=["sliding_attention", "full_attention"],
+        sliding_window=WINDOW,
+        query_pre_attn_scalar=D_GEMMA,  # scores scaled by D^-0.5, as Gemma 3 270M's 256 = D
+        rms_norm_eps=1e-6,
+        max_position_embeddings=64,
+    )
+    config._attn_implementation = "eager"
+    return config
+
+
+def gemma3_block(base: float) -> TransformerBlock:
+    """A Gemma 3 decoder layer as a TransformerBlock: offset-1 RMSNorms before and after each
+    sublayer, grouped-query attention with QK-norm and RoPE of ``base``, GeGLU (tanh GELU)."""
+    rms = lambda dim: RMSNorm(dim, eps=1e-6, offset=1.0)  # noqa: E731
+    attn = ModernAttention(
+        E, H, num_kv_heads=G, head_dim=D_GEMMA, qk_norm=True, positions=Rotary(base)
+    )
+    mlp = GatedMLP(E, HIDDEN, activation="gelu_tanh")
+    return TransformerBlock(E, attn=attn, mlp=mlp, norm=rms, post_norm=rms)
+
+
+def copy_gemma3_layer(block: TransformerBlock, layer) -> None:
+    """``layer`` (a Gemma3DecoderLayer)'s weights into ``block``: q and k rows permuted from
+    rotate-half to pairs, and the QK-norm scales with them (ModernAttention's QK-norm is
+    ``torch.nn.RMSNorm``, which stores the scale: ``1 + w``)."""
+    attn = layer.self_attn
+    perm = rotate_half_to_pairs(torch.arange(D_GEMMA).view(D_GEMMA, 1), 1).flatten()  # (D,)
+    with torch.no_grad():
+        for ours, theirs in (
+            (block.ln1, layer.input_layernorm),
+            (block.post_attn_norm, layer.post_attention_layernorm),
+            (block.ln2, layer.pre_feedforward_layernorm),
+            (block.post_mlp_norm, layer.post_feedforward_layernorm),
+        ):
+            ours.weight.copy_(theirs.weight)  # both store w of 1 + w
+        block.attn.q_proj.weight.copy_(rotate_half_to_pairs(attn.q_proj.weight, H))
+        block.attn.k_proj.weight.copy_(rotate_half_to_pairs(attn.k_proj.weight, G))
+        block.attn.v_proj.weight.copy_(attn.v_proj.weight)
+        block.attn.out_proj.weight.copy_(attn.o_proj.weight)
+        block.attn.q_norm.weight.copy_((1 + attn.q_norm.weight)[perm])
+        block.attn.k_norm.weight.copy_((1 + attn.k_norm.weight)[perm])
+    block.mlp.load_state_dict(layer.mlp.state_dict())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("layer_idx", "base", "window"),
+    [(0, 10000.0, WINDOW), (1, 1000000.0, None)],
+    ids=["local", "global"],
+)
+def test_gemma3_decoder_layer(layer_idx, base, window, dtype):
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.gemma3.modeling_gemma3 import (
+        Gemma3DecoderLayer,
+        Gemma3RotaryEmbedding,
+    )
+
+    config = gemma3_config(transformers)
+    layer_type = config.layer_types[layer_idx]
+    assert config.rope_parameters[layer_type]["rope_theta"] == base  # local 10^4, global 10^6
+    layer = randomize(Gemma3DecoderLayer(config, layer_idx), seed=10).to(dtype).eval()
+    block = gemma3_block(base).to(dtype).eval()
+    copy_gemma3_layer(block, layer)
+    x = torch.randn(N, L, E, dtype=dtype, generator=torch.Generator().manual_seed(11))
+    position_ids = torch.arange(L).expand(N, L)  # (N, L)
+    cos_sin = Gemma3RotaryEmbedding(config)(x, position_ids, layer_type)
+    mask = causal_mask(L) if window is None else sliding_window_mask(L, window)  # (L, L)
+    blocked = torch.zeros(L, L, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
+    with torch.no_grad():
+        theirs = layer(
+            x,
+            position_embeddings=cos_sin,
+            attention_mask=blocked.expand(N, 1, L, L),  # (N, 1, L, L), added to the scores
+            position_ids=position_ids,
+        )
+        theirs = theirs[0] if isinstance(theirs, tuple) else theirs  # (N, L, E)
+        ours, _ = block(x, mask=mask)
+    torch.testing.assert_close(ours, theirs, **HF_TOL[dtype])
+    if window is not None:  # the window matters: without it, other numbers
+        unwindowed, _ = block(x, mask=causal_mask(L))
+        assert not torch.allclose(unwindowed, theirs, atol=1e-3)
