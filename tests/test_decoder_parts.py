@@ -527,3 +527,19 @@ def test_gemma3_decoder_layer(layer_idx, base, window, dtype):
     if window is not None:  # the window matters: without it, other numbers
         unwindowed, _ = block(x, mask=causal_mask(L))
         assert not torch.allclose(unwindowed, theirs, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"norm": RMSNorm}, "got ln1=RMSNorm, ln2=RMSNorm"),
+        ({"post_norm": nn.LayerNorm}, "got post_attn_norm, post_mlp_norm"),
+        ({"mlp": GatedMLP(12, 20)}, "got mlp=GatedMLP"),
+    ],
+)
+def test_block_to_torch_refuses_parts_pytorch_lacks(kwargs, match):
+    """The converter accepts by allow-list: a part nn.TransformerEncoderLayer lacks fails."""
+    from attnlib.convert import block_to_torch
+
+    with pytest.raises(ValueError, match=f"block must have the default parts .* {match}"):
+        block_to_torch(TransformerBlock(12, 3, **kwargs))
