@@ -543,3 +543,8 @@ def test_block_to_torch_refuses_parts_pytorch_lacks(kwargs, match):
 
     with pytest.raises(ValueError, match=f"block must have the default parts .* {match}"):
         block_to_torch(TransformerBlock(12, 3, **kwargs))
+
+
+def test_language_model_refuses_one_mlp_for_every_layer():
+    with pytest.raises(ValueError, match="mlp must not be a model option .* got mlp=GatedMLP"):
+        LanguageModel(30, 12, 3, 2, max_len=8, mlp=GatedMLP(12, 20))

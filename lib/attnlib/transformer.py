@@ -139,7 +139,7 @@ class RMSNorm(nn.Module):
         return self._norm(x)
 
     def _norm(self, x: Tensor) -> Tensor:
-        """The normalisation without the checks (the blocks call it)."""
+        """The normalisation, on a checked ``x``."""
         dtype = torch.promote_types(x.dtype, torch.float32)  # float32 at least
         y = x.to(dtype)  # (..., d)
         y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., d), RMS ~ 1
@@ -235,10 +235,10 @@ class GatedMLP(nn.Module):
         if x.shape[-1] != self.dim:
             raise ValueError(f"x must have shape (..., E={self.dim}); got {shape_str(x.shape)}")
         check_module_input("x", x, self.down_proj.weight)
-        return self._mlp(x)
+        return self._gated(x)
 
-    def _mlp(self, x: Tensor) -> Tensor:
-        """The MLP without the checks (the blocks call it)."""
+    def _gated(self, x: Tensor) -> Tensor:
+        """The MLP, on a checked ``x``."""
         gated = self._act(self.gate_proj(x)) * self.up_proj(x)  # (..., hidden)
         return self.down_proj(gated)  # (..., E)
 
@@ -643,20 +643,20 @@ class LanguageModel(nn.Module):
             ``attn`` with the attention interface (:class:`TransformerBlock`,
             :class:`attnlib.PostNormBlock`, a block of your own). Default: a
             :class:`TransformerBlock` of ``E``, ``H`` and ``**options``.
-        **options: the default blocks' keywords (:class:`TransformerBlock`): ``mlp_ratio``
-            (0 for attention-only blocks), ``dropout`` (also on the embeddings; in training
-            mode only), ``bias`` and ``norm_eps`` (also of ``ln_f``), ``norm`` (also makes
-            ``ln_f``, with ``block=`` too: ``norm=attnlib.RMSNorm``), ``post_norm``,
-            ``activation``, and the attention options (``positions`` inside attention comes
-            from ``positions``;
-            ``num_kv_heads``, ``latent_dim``, ``qk_norm``, ``softcap``, ``sink``, ``gate``,
-            ``linear``; :func:`attnlib.layers.make_attention`). An option given as a list or
-            tuple gives one value per layer: ``linear`` as a rule (``"linear"``, ``"delta"``,
-            ``"gated_delta"``) or ``None`` (softmax attention) per layer makes a hybrid, as
-            Qwen3-Next's three Gated DeltaNet layers to one of attention,
-            ``linear=("gated_delta",) * 3 + (None,)``. The options of softmax attention go to
-            its softmax layers only; a linear layer gives ``None`` for its weights and decodes
-            with a fixed-size :class:`attnlib.linear_attention.StateCache`.
+        **options: the default blocks' keywords (:class:`TransformerBlock`): ``mlp_ratio`` (0 for
+            attention-only blocks), ``dropout`` (also on the embeddings; in training mode only),
+            ``bias`` and ``norm_eps`` (also of ``ln_f``), ``norm`` (also makes ``ln_f``, with
+            ``block=`` too: ``norm=attnlib.RMSNorm``), ``post_norm``, ``activation`` (not ``mlp``: a
+            module would serve every layer; give ``block=``), and the attention options
+            (``positions`` inside attention comes from ``positions``; ``num_kv_heads``,
+            ``latent_dim``, ``qk_norm``, ``softcap``, ``sink``, ``gate``, ``linear``;
+            :func:`attnlib.layers.make_attention`). An option given as a list or tuple gives one
+            value per layer: ``linear`` as a rule (``"linear"``, ``"delta"``, ``"gated_delta"``) or
+            ``None`` (softmax attention) per layer makes a hybrid, as Qwen3-Next's three Gated
+            DeltaNet layers to one of attention, ``linear=("gated_delta",) * 3 + (None,)``. The
+            options of softmax attention go to its softmax layers only; a linear layer gives
+            ``None`` for its weights and decodes with a fixed-size
+            :class:`attnlib.linear_attention.StateCache`.
 
     Attributes:
         token_embedding: ``nn.Embedding(V, E)``.
@@ -675,12 +675,12 @@ class LanguageModel(nn.Module):
 
     Raises:
         ValueError: if a size is not a positive integer, ``positions`` is not one of the five,
-            ``embeddings`` is not ``(V, E)``, ``ids`` holds an index outside ``0 .. V-1``, a
-            sequence is longer than ``max_len`` with ``"learned"`` or ``"sinusoidal"`` positions,
-            or ``cache`` was not made for this model and these ids: another number of layers,
-            another ``window`` (``ModelCache(num_layers)`` for a model with a window), layers
-            that saw different numbers of tokens, or kept keys of other heads, head size, batch
-            size or device (make it with :meth:`new_cache`).
+            ``mlp`` is given as an option, ``embeddings`` is not ``(V, E)``, ``ids`` holds an index
+            outside ``0 .. V-1``, a sequence is longer than ``max_len`` with ``"learned"`` or
+            ``"sinusoidal"`` positions, or ``cache`` was not made for this model and these ids:
+            another number of layers, another ``window`` (``ModelCache(num_layers)`` for a model
+            with a window), layers that saw different numbers of tokens, or kept keys of other
+            heads, head size, batch size or device (make it with :meth:`new_cache`).
         TypeError: if ``ids`` is not an ``int64`` or ``int32`` tensor (``uint8`` and ``bool``
             index tensors are masks in PyTorch; ``int8``, ``int16`` are refused too),
             ``embeddings`` not a float tensor, ``cache`` not a :class:`ModelCache`, or its kept
@@ -731,6 +731,12 @@ class LanguageModel(nn.Module):
         self.tie_weights = tie_weights
         self.window, self.windows = _check_windows(window, num_layers)
         self.linear = _check_linear(options.pop("linear", None), num_layers)
+        if "mlp" in options:
+            raise ValueError(
+                "mlp must not be a model option (one module would serve every layer, its weights "
+                "shared); give each layer its own with block=lambda i: TransformerBlock(E, ..., "
+                f"mlp=attnlib.GatedMLP(E, hidden)); got mlp={type(options['mlp']).__name__}"
+            )
         for i, (rule, w) in enumerate(zip(self.linear, self.windows)):
             if rule is not None and w is not None:
                 raise ValueError(
