@@ -61,13 +61,14 @@ from attnlib.glove_text import read_glove_text
 from attnlib.multihead import ModernAttention, MultiHeadAttention, NaiveMultiHeadAttention
 from attnlib.similarity import cosine_matrix, cosine_similarity
 from attnlib.tokenizer import tokenize
-from attnlib.transformer import LanguageModel, TransformerBlock
+from attnlib.transformer import GatedMLP, LanguageModel, RMSNorm, TransformerBlock
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Embeddings",
     "Encoder",
+    "GatedMLP",
     "GloVe",
     "LanguageModel",
     "ModelCache",
@@ -75,6 +76,7 @@ __all__ = [
     "MultiHeadAttention",
     "NaiveMultiHeadAttention",
     "PostNormBlock",
+    "RMSNorm",
     "SelfAttention",
     "TransformerBlock",
     "UnknownWordError",

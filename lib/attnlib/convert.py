@@ -278,7 +278,8 @@ def block_to_torch(block: TransformerBlock) -> nn.TransformerEncoderLayer:
 
     Raises:
         TypeError: if ``block`` is not an :class:`attnlib.TransformerBlock`.
-        ValueError: if ``block`` has no MLP, uses ``positions``, latent attention or
+        ValueError: if ``block`` has no MLP, another norm or MLP than the default ones
+            (``norm=``, ``mlp=``, ``post_norm=``), uses ``positions``, latent attention or
             ``activation="gelu_tanh"``, or has ``num_kv_heads`` other than ``num_heads`` (the
             message names ``block.attn``).
 
@@ -294,6 +295,14 @@ def block_to_torch(block: TransformerBlock) -> nn.TransformerEncoderLayer:
         raise ValueError(
             "block must have an MLP (mlp_ratio > 0): nn.TransformerEncoderLayer always has one; "
             "got an attention-only block"
+        )
+    parts = {"ln1": block.ln1, "ln2": block.ln2, "mlp": block.mlp}
+    foreign = [f"{k}={type(v).__name__}" for k, v in parts.items() if type(v) not in _TORCH_PARTS]
+    foreign += [k for k in ("post_attn_norm", "post_mlp_norm") if getattr(block, k) is not None]
+    if foreign:
+        raise ValueError(
+            "block must have the default parts (nn.LayerNorm norms, the GELU MLP nn.Sequential, "
+            "no post-norms): nn.TransformerEncoderLayer has no other; got " + ", ".join(foreign)
         )
     if type(block.attn) is not MultiHeadAttention:
         raise ValueError(
@@ -318,6 +327,9 @@ def block_to_torch(block: TransformerBlock) -> nn.TransformerEncoderLayer:
     layer.self_attn.load_state_dict(mha.state_dict())
     _copy_block_parts(block, layer, to_block=False)
     return layer.train(block.training)
+
+
+_TORCH_PARTS = (nn.LayerNorm, nn.Sequential)  # what a block shares with PyTorch's layer
 
 
 def _copy_block_parts(block: TransformerBlock, layer: nn.TransformerEncoderLayer, to_block: bool):

@@ -35,7 +35,7 @@ from attnlib._checks import (
 )
 from attnlib.decoding import Cache
 from attnlib.multihead import MultiHeadAttention
-from attnlib.transformer import _check_block_input, mlp
+from attnlib.transformer import _check_block_input, _mlp
 
 __all__ = ["Encoder", "PostNormBlock", "sentence_embedding"]
 
@@ -126,7 +126,7 @@ class PostNormBlock(nn.Module):
             )
         self.attn = MultiHeadAttention(embed_dim, num_heads, bias=bias, dropout=dropout)
         self.ln1 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
-        self.mlp = mlp(embed_dim, hidden, bias=bias)
+        self.mlp = _mlp(embed_dim, hidden, bias=bias)
         self.ln2 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
         self.drop = nn.Dropout(self.dropout)
 

@@ -46,7 +46,7 @@ from attnlib.attention import _attend, _causal_mask
 from attnlib.decoding import KVCache
 from attnlib.multihead import MultiHeadAttention
 from attnlib.positions import sinusoidal_encoding
-from attnlib.transformer import TransformerBlock, _check_activation, _check_ratio, mlp
+from attnlib.transformer import TransformerBlock, _check_activation, _check_ratio, _mlp
 
 __all__ = ["AdditiveAttention", "DecoderBlock", "EncoderDecoder"]
 
@@ -231,7 +231,7 @@ class DecoderBlock(nn.Module):
                 f"mlp_ratio must give a hidden width round(mlp_ratio * E) >= 1 (a decoder block "
                 f"has an MLP, as nn.TransformerDecoderLayer); got mlp_ratio={mlp_ratio}"
             )
-        self.mlp = mlp(E, hidden, bias=bias, approximate=approximate)
+        self.mlp = _mlp(E, hidden, bias=bias, approximate=approximate)
         self.drop = nn.Dropout(self.dropout)
 
     @property

@@ -17,10 +17,12 @@ stacks blocks between a token embedding and a linear read-out that predicts the 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib._checks import (
@@ -30,17 +32,20 @@ from attnlib._checks import (
     check_input,
     check_int,
     check_model_cache,
+    check_module_input,
     check_real,
     check_sizes,
+    check_tensor,
     shape_str,
     unbatch,
 )
+from attnlib._util import repr_options
 from attnlib.attention import _causal_mask
 from attnlib.decoding import Cache, ModelCache, _sliding_window_mask
 from attnlib.layers import SOFTMAX_OPTIONS, make_attention
 from attnlib.positions import _position_scheme, sinusoidal_encoding
 
-__all__ = ["LanguageModel", "TransformerBlock"]
+__all__ = ["GatedMLP", "LanguageModel", "RMSNorm", "TransformerBlock"]
 
 ADDED = ("learned", "sinusoidal")  # position schemes added to the token vectors
 
@@ -49,7 +54,7 @@ def _check_ratio(mlp_ratio) -> float:
     return check_real("mlp_ratio", mlp_ratio, "a number >= 0", lambda r: r >= 0)
 
 
-def mlp(embed_dim: int, hidden: int, *, bias: bool, approximate: str = "none") -> nn.Sequential:
+def _mlp(embed_dim: int, hidden: int, *, bias: bool, approximate: str = "none") -> nn.Sequential:
     """The blocks' MLP, ``Linear(E, hidden) -> GELU -> Linear(hidden, E)`` (shared by
     :class:`TransformerBlock` and :class:`attnlib.PostNormBlock`; sizes checked by them)."""
     return nn.Sequential(
@@ -74,6 +79,175 @@ def _check_activation(activation) -> str:
     return ACTIVATIONS[activation]
 
 
+class RMSNorm(nn.Module):
+    """Root-mean-square normalisation (Zhang and Sennrich, 2019): rescale each vector to RMS 1.
+
+    .. math::
+
+        y = \\frac{x}{\\sqrt{\\tfrac{1}{d} \\sum_i x_i^2 + \\epsilon}} \\odot (o + w)
+
+    over the last dimension ``d``: no mean is subtracted and there is no bias, unlike
+    ``nn.LayerNorm``. LLaMA, Qwen and ``torch.nn.RMSNorm`` store the scale itself (``o = 0``,
+    ``w`` starts at 1); Gemma stores ``1 + w`` (``o = 1``, ``w`` starts at 0), so that its
+    weights copy as they are with ``offset=1``. Either way the module starts as the plain
+    normalisation. The sum runs in float32 at least (a ``float16`` or ``bfloat16`` input is
+    normalised and scaled in float32, then cast back, as Gemma 3 does; float64 stays float64).
+
+    Args:
+        dim: ``d``, the size of the last dimension.
+        eps: ``epsilon``, added to the mean square, ``>= 0``; LLaMA and Gemma use ``1e-6``
+            (``1e-5`` in some LLaMA checkpoints: read it from the configuration).
+        offset: ``o``, added to the learned weight; 0 (LLaMA) or 1 (Gemma).
+
+    Attributes:
+        weight: ``nn.Parameter`` of shape ``(d,)``, initialised to ``1 - offset``.
+
+    Shape:
+        - ``x``: ``(..., d)``; output: the same shape and dtype.
+
+    Raises:
+        TypeError: if ``dim`` is not an ``int``, ``eps`` or ``offset`` not a number, ``x`` not a
+            floating-point tensor or of another dtype than ``weight``.
+        ValueError: if ``dim`` is below 1, ``eps`` negative, ``offset`` not finite, ``x`` is 0-D
+            or its last dimension is not ``d``, or ``x`` is on another device than ``weight``.
+
+    Example:
+        >>> norm = RMSNorm(4)
+        >>> norm(torch.tensor([[3.0, -3.0, 3.0, -3.0], [1.0, 2.0, 3.0, 4.0]])).detach()
+        tensor([[ 1.0000, -1.0000,  1.0000, -1.0000],
+                [ 0.3651,  0.7303,  1.0954,  1.4606]])
+        >>> gemma = RMSNorm(4, offset=1.0)  # stores 1 + w: starts at w = 0
+        >>> gemma.weight
+        Parameter containing:
+        tensor([0., 0., 0., 0.], requires_grad=True)
+    """
+
+    def __init__(self, dim: int, *, eps: float = 1e-6, offset: float = 0.0):
+        super().__init__()
+        self.dim = check_int("dim", dim, low=1)
+        self.eps = check_real("eps", eps, "a number >= 0", lambda e: e >= 0)
+        self.offset = check_real("offset", offset, "a finite number")
+        self.weight = nn.Parameter(torch.full((self.dim,), 1.0 - self.offset))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``x`` divided by its root mean square over the last dimension, times ``offset +
+        weight``."""
+        check_tensor("x", x, (1, None))
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape (..., d={self.dim}); got {shape_str(x.shape)}")
+        check_module_input("x", x, self.weight)
+        return self._norm(x)
+
+    def _norm(self, x: Tensor) -> Tensor:
+        """The normalisation, on a checked ``x``."""
+        dtype = torch.promote_types(x.dtype, torch.float32)  # float32 at least
+        y = x.to(dtype)  # (..., d)
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., d), RMS ~ 1
+        return (y * (self.offset + self.weight.to(dtype))).to(x.dtype)  # (..., d)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, eps={self.eps:g}" + repr_options(("offset", self.offset, 0.0))
+
+
+GATES = {  # a gated MLP's activation -> its function
+    "silu": F.silu,
+    "gelu_tanh": functools.partial(F.gelu, approximate="tanh"),
+    "gelu": F.gelu,
+}
+
+
+class GatedMLP(nn.Module):
+    """A gated MLP (Shazeer, 2020): one projection, activated, gates another, element by element.
+
+    .. math::
+
+        \\operatorname{GatedMLP}(x) = \\bigl(\\phi(x W_{\\text{gate}}) \\odot x W_{\\text{up}}
+        \\bigr)\\, W_{\\text{down}}
+
+    With ``phi`` = SiLU it is SwiGLU (LLaMA, Qwen, Mistral); with the tanh approximation of GELU
+    it is GeGLU as Gemma runs it (the exact GELU moves Gemma 3's logits by 0.01 to 0.04). The
+    parts are named as in Hugging Face's ``LlamaMLP`` and ``Gemma3MLP`` (``gate_proj``,
+    ``up_proj``, ``down_proj``), so that their ``state_dict`` copies by name. Three matrices
+    instead of two: a model with a gated MLP takes ``hidden`` about ``8/3 E`` rather than
+    ``4 E`` for the same number of parameters.
+
+    Args:
+        dim: ``E``, the size of the input and output vectors.
+        hidden: the hidden width (Hugging Face's ``intermediate_size``).
+        activation: ``phi``: ``"silu"`` (``x sigmoid(x)``, SwiGLU), ``"gelu_tanh"`` (GELU's
+            tanh approximation, Gemma's GeGLU) or ``"gelu"`` (the exact GELU).
+        bias: biases in the three projections (none in LLaMA and Gemma).
+
+    Attributes:
+        gate_proj: ``nn.Linear(E, hidden)``, activated.
+        up_proj: ``nn.Linear(E, hidden)``, the gated values.
+        down_proj: ``nn.Linear(hidden, E)``.
+
+    Shape:
+        - ``x``: ``(..., E)``; output: ``(..., E)``.
+
+    Raises:
+        TypeError: if ``dim`` or ``hidden`` is not an ``int``, ``activation`` not a string,
+            ``bias`` not a ``bool``, ``x`` not a floating-point tensor or of another dtype than
+            the weights.
+        ValueError: if ``dim`` or ``hidden`` is below 1, ``activation`` is not one of the three,
+            ``x`` is 0-D, its last dimension is not ``E``, or it is on another device.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> mlp = GatedMLP(8, 20)  # SwiGLU
+        >>> mlp
+        GatedMLP(
+          8, 20, activation='silu'
+          (gate_proj): Linear(in_features=8, out_features=20, bias=False)
+          (up_proj): Linear(in_features=8, out_features=20, bias=False)
+          (down_proj): Linear(in_features=20, out_features=8, bias=False)
+        )
+        >>> x = torch.randn(2, 3, 8)
+        >>> by_hand = (F.silu(x @ mlp.gate_proj.weight.T) * (x @ mlp.up_proj.weight.T)) @ (
+        ...     mlp.down_proj.weight.T)
+        >>> torch.allclose(mlp(x), by_hand, atol=1e-6)
+        True
+    """
+
+    def __init__(self, dim: int, hidden: int, *, activation: str = "silu", bias: bool = False):
+        super().__init__()
+        dim = check_int("dim", dim, low=1)
+        hidden = check_int("hidden", hidden, low=1)
+        if not isinstance(activation, str):
+            raise TypeError(
+                f"activation must be a str, one of {tuple(GATES)}; got "
+                f"{type(activation).__name__} {activation!r}"
+            )
+        if activation not in GATES:
+            raise ValueError(f"activation must be one of {tuple(GATES)}; got {activation!r}")
+        if not isinstance(bias, bool):
+            raise TypeError(f"bias must be a bool; got {type(bias).__name__} {bias!r}")
+        self.dim, self.hidden, self.activation = dim, hidden, activation
+        self._act = GATES[activation]
+        self.gate_proj = nn.Linear(dim, hidden, bias=bias)  # Hugging Face's order of creation
+        self.up_proj = nn.Linear(dim, hidden, bias=bias)
+        self.down_proj = nn.Linear(hidden, dim, bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``down_proj(phi(gate_proj(x)) * up_proj(x))``."""
+        check_tensor("x", x, (1, None))
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape (..., E={self.dim}); got {shape_str(x.shape)}")
+        check_module_input("x", x, self.down_proj.weight)
+        return self._gated(x)
+
+    def _gated(self, x: Tensor) -> Tensor:
+        """The MLP, on a checked ``x``."""
+        gated = self._act(self.gate_proj(x)) * self.up_proj(x)  # (..., hidden)
+        return self.down_proj(gated)  # (..., E)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, {self.hidden}, activation={self.activation!r}" + repr_options(
+            ("bias", self.down_proj.bias is not None, False)
+        )
+
+
 class TransformerBlock(nn.Module):
     """A pre-LayerNorm transformer block: attention, then an MLP, each added to its input.
 
@@ -91,18 +265,34 @@ class TransformerBlock(nn.Module):
     :func:`attnlib.convert.block_from_torch`). ``mlp_ratio=0`` leaves the MLP (and ``ln2``)
     out: an attention-only block, as in the transformer-circuits papers.
 
-    The block is composed of modules: two LayerNorms, an MLP and the attention module
+    The block is composed of modules: two norms, an MLP and the attention module
     ``attn``, any self-attention layer with the package's interface (``_self_attention``,
     ``new_cache``, ``check_cache``, ``takes_mask``: see :class:`attnlib.MultiHeadAttention`).
     Give it as ``attn=``, or let the block make it from keyword options
     (:func:`attnlib.layers.make_attention`: ``positions="rope"``, ``linear="delta"``,
-    ``latent_dim=``, ``qk_norm=True``, ...).
+    ``latent_dim=``, ``qk_norm=True``, ...). The norms and the MLP are LayerNorms and a GELU
+    MLP unless given: ``norm=attnlib.RMSNorm`` and ``mlp=attnlib.GatedMLP(E, hidden)`` make a
+    LLaMA block. ``post_norm=`` normalises each sublayer's output too, before the sum
+    (Gemma 2 and 3's "sandwich"):
+
+    .. math::
+
+        x \\leftarrow x + \\operatorname{Norm}_{\\text{post}}(\\operatorname{Sublayer}(
+            \\operatorname{Norm}_{\\text{pre}}(x)))
 
     Args:
         embed_dim: ``E``.
         num_heads: ``H``; must divide ``E``. Not with ``attn``.
         attn: the attention module (its ``embed_dim`` must be ``E``); default: made from
             ``num_heads``, ``bias``, ``dropout`` and ``**attention``.
+        mlp: the MLP module, ``(..., E) -> (..., E)``, e.g. :class:`attnlib.GatedMLP` (its
+            ``dim``, if it has one, must be ``E``); default: made from ``mlp_ratio``,
+            ``activation`` and ``bias``.
+        norm: a callable that makes each pre-norm from ``E``, ``norm(E) -> nn.Module``:
+            :class:`attnlib.RMSNorm`, or ``lambda E: RMSNorm(E, eps=1e-5, offset=1.0)``;
+            default: ``nn.LayerNorm(E, eps=norm_eps, bias=bias)``.
+        post_norm: a callable as ``norm`` that makes a norm of each sublayer's output
+            (``post_attn_norm``, ``post_mlp_norm``); default ``None``: none.
         mlp_ratio: ``r``, the MLP's hidden width is ``round(r * E)``; 0 for no MLP.
         dropout: probability of dropping an attention weight and each sum's added term, in
             training mode only (PyTorch's layer also drops inside the MLP; this block does not).
@@ -123,10 +313,13 @@ class TransformerBlock(nn.Module):
             :class:`attnlib.linear_attention.StateCache`). Not with ``attn``.
 
     Attributes:
-        ln1: ``nn.LayerNorm(E)``, before the attention.
-        ln2: ``nn.LayerNorm(E)``, before the MLP (``None`` without an MLP).
+        ln1: ``nn.LayerNorm(E)`` (or ``norm(E)``), before the attention.
+        ln2: ``nn.LayerNorm(E)`` (or ``norm(E)``), before the MLP (``None`` without an MLP).
         attn: the attention module.
-        mlp: ``nn.Sequential(Linear(E, rE), GELU(), Linear(rE, E))``, or ``None``.
+        mlp: ``nn.Sequential(Linear(E, rE), GELU(), Linear(rE, E))``, the given ``mlp``, or
+            ``None``.
+        post_attn_norm: ``post_norm(E)``, after the attention, or ``None``.
+        post_mlp_norm: ``post_norm(E)``, after the MLP, or ``None``.
 
     Shape:
         - ``x``: ``(L, E)`` or ``(N, L, E)``; output: the same shape.
@@ -140,13 +333,17 @@ class TransformerBlock(nn.Module):
         ValueError: if a size is not a positive integer, ``E`` is not divisible by ``H``,
             ``activation`` is not ``"gelu"`` or ``"gelu_tanh"``, ``mlp_ratio`` is negative or so
             small that the MLP would have no hidden unit, ``dropout`` is not in ``[0, 1)``,
-            ``attn`` comes with ``num_heads`` or options or has another ``embed_dim``, the
+            ``attn`` comes with ``num_heads`` or options or has another ``embed_dim``, ``mlp``
+            comes with ``mlp_ratio`` or ``activation`` or has another ``dim``, ``norm`` comes
+            with ``norm_eps``, the
             options do not map onto a module (:func:`attnlib.layers.make_attention`), a
             linear block is given a ``mask``, ``x`` or ``mask`` has the wrong shape, ``cache``
             is combined with ``mask``, a filled ``cache`` does not fit the layer and the batch,
             or ``cache`` serves another layer.
         TypeError: if ``x`` is not a float tensor of the block's dtype, ``cache`` is not a
-            cache of the attention's kind or holds keys of another dtype.
+            cache of the attention's kind or holds keys of another dtype, ``mlp`` is not a
+            module, ``norm`` or ``post_norm`` is not a callable (a module is refused: the block
+            makes one per sublayer) or does not make a module.
 
     Example:
         >>> from attnlib import causal_mask
@@ -159,6 +356,18 @@ class TransformerBlock(nn.Module):
         >>> from attnlib import ModernAttention
         >>> TransformerBlock(12, attn=ModernAttention(12, 3, qk_norm=True)).attn.q_norm
         RMSNorm((4,), eps=1e-06, elementwise_affine=True)
+        >>> from attnlib import GatedMLP, MultiHeadAttention, RMSNorm
+        >>> llama = TransformerBlock(  # LLaMA: RMSNorm, grouped keys, RoPE, SwiGLU
+        ...     12,
+        ...     attn=MultiHeadAttention(12, 3, num_kv_heads=1, positions="rope"),
+        ...     mlp=GatedMLP(12, 32),
+        ...     norm=RMSNorm,
+        ... )
+        >>> llama(x, mask=causal_mask(5))[0].shape
+        torch.Size([2, 5, 12])
+        >>> sandwich = TransformerBlock(12, 3, norm=RMSNorm, post_norm=RMSNorm)  # Gemma 3's
+        >>> sandwich.post_attn_norm, sandwich.post_mlp_norm
+        (RMSNorm(12, eps=1e-06), RMSNorm(12, eps=1e-06))
     """
 
     def __init__(
@@ -167,6 +376,9 @@ class TransformerBlock(nn.Module):
         num_heads: int | None = None,
         *,
         attn: nn.Module | None = None,
+        mlp: nn.Module | None = None,
+        norm: Callable[[int], nn.Module] | None = None,
+        post_norm: Callable[[int], nn.Module] | None = None,
         mlp_ratio: float = 4.0,
         dropout: float = 0.0,
         bias: bool = True,
@@ -177,10 +389,16 @@ class TransformerBlock(nn.Module):
         super().__init__()
         embed_dim = check_int("embed_dim", embed_dim, low=1)
         approximate = _check_activation(activation)
+        _check_parts(embed_dim, mlp, norm, mlp_ratio, norm_eps, activation)
         self.activation = activation
         self.mlp_ratio = _check_ratio(mlp_ratio)
         self.dropout = check_dropout("dropout", dropout)
-        self.ln1 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
+        if norm is None:
+
+            def norm(E: int) -> nn.Module:
+                return nn.LayerNorm(E, eps=norm_eps, bias=bias)
+
+        self.ln1 = _make_norm("norm", norm, embed_dim)
         if attn is None:
             attn = make_attention(embed_dim, num_heads, bias=bias, dropout=dropout, **attention)
         elif num_heads is not None or attention or getattr(attn, "embed_dim", None) != embed_dim:
@@ -196,11 +414,18 @@ class TransformerBlock(nn.Module):
                 f"mlp_ratio must be 0 (no MLP) or give a hidden width round(mlp_ratio * E) >= 1; "
                 f"got mlp_ratio={mlp_ratio} with embed_dim={embed_dim}"
             )
-        if hidden:
-            self.ln2 = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
-            self.mlp = mlp(embed_dim, hidden, bias=bias, approximate=approximate)
+        if mlp is not None:
+            self.ln2, self.mlp = _make_norm("norm", norm, embed_dim), mlp
+        elif hidden:
+            self.ln2 = _make_norm("norm", norm, embed_dim)
+            self.mlp = _mlp(embed_dim, hidden, bias=bias, approximate=approximate)
         else:
             self.ln2 = self.mlp = None
+        self.post_attn_norm = self.post_mlp_norm = None  # no parameters, no state_dict keys
+        if post_norm is not None:
+            self.post_attn_norm = _make_norm("post_norm", post_norm, embed_dim)
+            if self.mlp is not None:
+                self.post_mlp_norm = _make_norm("post_norm", post_norm, embed_dim)
         self.drop = nn.Dropout(self.dropout)
 
     @property
@@ -235,10 +460,57 @@ class TransformerBlock(nn.Module):
         (:class:`LanguageModel` calls it)."""
         attended, weights = self.attn._self_attention(self.ln1(x), mask, need_weights, cache)
         # attended: (N, L, E); weights: (N, H, L, S) or None
+        if self.post_attn_norm is not None:
+            attended = self.post_attn_norm(attended)  # (N, L, E): Gemma 3's sandwich
         x = x + self.drop(attended)
         if self.mlp is not None:
-            x = x + self.drop(self.mlp(self.ln2(x)))  # (N, L, E)
+            transformed = self.mlp(self.ln2(x))  # (N, L, E)
+            if self.post_mlp_norm is not None:
+                transformed = self.post_mlp_norm(transformed)  # (N, L, E)
+            x = x + self.drop(transformed)  # (N, L, E)
         return x, weights
+
+
+def _make_norm(name: str, norm: Callable[[int], nn.Module], embed_dim: int) -> nn.Module:
+    """``norm(E)``, which must be an ``nn.Module``."""
+    if not callable(norm) or isinstance(norm, nn.Module):
+        raise TypeError(
+            f"{name} must be a callable that makes a norm module from E (e.g. "
+            f"attnlib.RMSNorm, or lambda E: attnlib.RMSNorm(E, offset=1.0)), not a module "
+            f"(one is made per use) or None; got {type(norm).__name__}"
+        )
+    made = norm(embed_dim)
+    if not isinstance(made, nn.Module):
+        raise TypeError(
+            f"{name} must be a callable that makes a norm module from E ({name}(E) -> "
+            f"nn.Module, e.g. attnlib.RMSNorm or nn.LayerNorm); {name}({embed_dim}) gave "
+            f"{type(made).__name__}"
+        )
+    return made
+
+
+def _check_parts(embed_dim, mlp, norm, mlp_ratio, norm_eps, activation) -> None:
+    """A block's given parts: ``mlp`` a module (then no ``mlp_ratio``, no ``activation``);
+    ``norm`` without ``norm_eps`` (:func:`_make_norm` checks ``norm`` and ``post_norm``)."""
+    if mlp is not None:
+        if not isinstance(mlp, nn.Module):
+            raise TypeError(
+                f"mlp must be an nn.Module (e.g. attnlib.GatedMLP(E, hidden)) or None; got "
+                f"{type(mlp).__name__}"
+            )
+        if mlp_ratio != 4.0 or activation != "gelu":
+            raise ValueError(
+                "mlp must come alone (no mlp_ratio, no activation: they make the default MLP); "
+                f"got mlp_ratio={mlp_ratio!r}, activation={activation!r}"
+            )
+        width = getattr(mlp, "dim", embed_dim)
+        if width != embed_dim:
+            raise ValueError(f"mlp must have the block's dim E={embed_dim}; got mlp.dim={width}")
+    if norm is not None and norm_eps != 1e-5:
+        raise ValueError(
+            "norm_eps sets the default LayerNorms' eps: give the eps to norm instead (e.g. "
+            f"lambda E: attnlib.RMSNorm(E, eps={norm_eps!r})); got norm and norm_eps={norm_eps!r}"
+        )
 
 
 def _check_block_input(block, x, mask, cache):
@@ -253,7 +525,9 @@ def _check_block_input(block, x, mask, cache):
             "is causal by construction (each token reads the state of the tokens before it)"
         )
     cache_alone(cache, mask)
-    weight = block.ln1.weight
+    weight = getattr(block.ln1, "weight", None)  # the dtype and device of the block
+    if not isinstance(weight, Tensor):  # a norm without a scale
+        weight = next(attn.parameters())
     x, mask, batched = check_input(
         x, mask, weight=weight, width=attn.embed_dim, heads=attn.num_heads
     )
@@ -369,24 +643,26 @@ class LanguageModel(nn.Module):
             ``attn`` with the attention interface (:class:`TransformerBlock`,
             :class:`attnlib.PostNormBlock`, a block of your own). Default: a
             :class:`TransformerBlock` of ``E``, ``H`` and ``**options``.
-        **options: the default blocks' keywords (:class:`TransformerBlock`): ``mlp_ratio``
-            (0 for attention-only blocks), ``dropout`` (also on the embeddings; in training
-            mode only), ``bias`` and ``norm_eps`` (also of ``ln_f``), ``activation``, and the
-            attention options (``positions`` inside attention comes from ``positions``;
-            ``num_kv_heads``, ``latent_dim``, ``qk_norm``, ``softcap``, ``sink``, ``gate``,
-            ``linear``; :func:`attnlib.layers.make_attention`). An option given as a list or
-            tuple gives one value per layer: ``linear`` as a rule (``"linear"``, ``"delta"``,
-            ``"gated_delta"``) or ``None`` (softmax attention) per layer makes a hybrid, as
-            Qwen3-Next's three Gated DeltaNet layers to one of attention,
-            ``linear=("gated_delta",) * 3 + (None,)``. The options of softmax attention go to
-            its softmax layers only; a linear layer gives ``None`` for its weights and decodes
-            with a fixed-size :class:`attnlib.linear_attention.StateCache`.
+        **options: the default blocks' keywords (:class:`TransformerBlock`): ``mlp_ratio`` (0 for
+            attention-only blocks), ``dropout`` (also on the embeddings; in training mode only),
+            ``bias`` and ``norm_eps`` (also of ``ln_f``), ``norm`` (also makes ``ln_f``, with
+            ``block=`` too: ``norm=attnlib.RMSNorm``), ``post_norm``, ``activation`` (not ``mlp``: a
+            module would serve every layer; give ``block=``), and the attention options
+            (``positions`` inside attention comes from ``positions``; ``num_kv_heads``,
+            ``latent_dim``, ``qk_norm``, ``softcap``, ``sink``, ``gate``, ``linear``;
+            :func:`attnlib.layers.make_attention`). An option given as a list or tuple gives one
+            value per layer: ``linear`` as a rule (``"linear"``, ``"delta"``, ``"gated_delta"``) or
+            ``None`` (softmax attention) per layer makes a hybrid, as Qwen3-Next's three Gated
+            DeltaNet layers to one of attention, ``linear=("gated_delta",) * 3 + (None,)``. The
+            options of softmax attention go to its softmax layers only; a linear layer gives
+            ``None`` for its weights and decodes with a fixed-size
+            :class:`attnlib.linear_attention.StateCache`.
 
     Attributes:
         token_embedding: ``nn.Embedding(V, E)``.
         position_embedding: ``nn.Embedding(max_len, E)`` with ``"learned"``, else ``None``.
         blocks: ``nn.ModuleList`` of the blocks.
-        ln_f: the final ``nn.LayerNorm(E)``.
+        ln_f: the final ``nn.LayerNorm(E)``, or ``norm(E)``.
         lm_head: ``nn.Linear(E, V, bias=False)``; its weight *is* ``token_embedding.weight``
             when tied.
 
@@ -399,12 +675,12 @@ class LanguageModel(nn.Module):
 
     Raises:
         ValueError: if a size is not a positive integer, ``positions`` is not one of the five,
-            ``embeddings`` is not ``(V, E)``, ``ids`` holds an index outside ``0 .. V-1``, a
-            sequence is longer than ``max_len`` with ``"learned"`` or ``"sinusoidal"`` positions,
-            or ``cache`` was not made for this model and these ids: another number of layers,
-            another ``window`` (``ModelCache(num_layers)`` for a model with a window), layers
-            that saw different numbers of tokens, or kept keys of other heads, head size, batch
-            size or device (make it with :meth:`new_cache`).
+            ``mlp`` is given as an option, ``embeddings`` is not ``(V, E)``, ``ids`` holds an index
+            outside ``0 .. V-1``, a sequence is longer than ``max_len`` with ``"learned"`` or
+            ``"sinusoidal"`` positions, or ``cache`` was not made for this model and these ids:
+            another number of layers, another ``window`` (``ModelCache(num_layers)`` for a model
+            with a window), layers that saw different numbers of tokens, or kept keys of other
+            heads, head size, batch size or device (make it with :meth:`new_cache`).
         TypeError: if ``ids`` is not an ``int64`` or ``int32`` tensor (``uint8`` and ``bool``
             index tensors are masks in PyTorch; ``int8``, ``int16`` are refused too),
             ``embeddings`` not a float tensor, ``cache`` not a :class:`ModelCache`, or its kept
@@ -455,6 +731,12 @@ class LanguageModel(nn.Module):
         self.tie_weights = tie_weights
         self.window, self.windows = _check_windows(window, num_layers)
         self.linear = _check_linear(options.pop("linear", None), num_layers)
+        if "mlp" in options:
+            raise ValueError(
+                "mlp must not be a model option (one module would serve every layer, its weights "
+                "shared); give each layer its own with block=lambda i: TransformerBlock(E, ..., "
+                f"mlp=attnlib.GatedMLP(E, hidden)); got mlp={type(options['mlp']).__name__}"
+            )
         for i, (rule, w) in enumerate(zip(self.linear, self.windows)):
             if rule is not None and w is not None:
                 raise ValueError(
@@ -483,7 +765,11 @@ class LanguageModel(nn.Module):
                 return TransformerBlock(embed_dim, num_heads, **layer)
 
         self.blocks = nn.ModuleList(block(i) for i in range(num_layers))
-        self.ln_f = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
+        norm = options.get("norm")
+        if norm is None:
+            self.ln_f = nn.LayerNorm(embed_dim, eps=norm_eps, bias=bias)
+        else:
+            self.ln_f = _make_norm("norm", norm, embed_dim)  # (RMSNorm: LLaMA, Gemma)
         self.lm_head = nn.Linear(embed_dim, vocab_size, bias=False)
         self.apply(self._init_weights)
         for module in self.modules():  # a part whose start _init_weights must not keep
