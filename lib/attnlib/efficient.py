@@ -157,7 +157,9 @@ def flash_attention(
     weights. A gradient of ``lse`` (with ``return_lse=True``) adds ``P`` times it to ``dS``.
     A query with nothing to attend to (``lse = -inf``) has a zero output and gives zero
     gradients, never NaN. Gradients reaching broadcast batch dimensions, or a key head shared
-    by a group of query heads (``enable_gqa``), are summed, as autograd sums them.
+    by a group of query heads (``enable_gqa``), are summed, as autograd sums them. Unlike the
+    forward, the backward does not shield a blocked key whose key or value holds ``inf`` or NaN
+    (``0 * inf``): its gradients are then NaN.
 
     Args:
         query, key, value: as :func:`tiled_attention`.
