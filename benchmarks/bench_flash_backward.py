@@ -28,8 +28,16 @@ What is measured, side by side, at each length:
 Goals, at the largest length: the recomputing backward's peak <= 0.10 x exact's, and its time
 <= 3 x exact's.
 
-Measured (``python benchmarks/bench_flash_backward.py``, the defaults; 7 Dec 2026):
-see ``bench_flash_backward.txt`` beside this script for the full output and the machine line.
+Measured (``python benchmarks/bench_flash_backward.py``, the defaults; 7 Dec 2026; x86_64, 2
+CPUs shared with other jobs, 2 torch threads, torch 2.13.0+cpu; the full output, with PyTorch's
+``Compare`` table, is ``bench_flash_backward.txt`` beside this script). At L = 8192: saved
+266 MiB (exact), 661 MiB (tiled), 10 MiB (flash); peak 777, 663 and 34 MiB; flash / exact
+peak 0.044x (range 0.044-0.044), goal met; time, flash / exact 0.97x (range 0.82-4.6), tiled /
+exact 7.3x. Flash / exact peak at L = 1024, 2048, 4096: 0.33x, 0.17x, 0.088x (a fixed cost of
+blocks and gradients, then O(L) against O(L^2)). The times were taken while other jobs shared
+the two cores: their ranges are wide (at L = 4096 flash / exact was 4.9x, range 4.5-8.9), so
+the time goal is met at 8192 but not at every length; rerun on a quiet machine before quoting
+a time ratio.
 
 Usage::
 
