@@ -16,6 +16,7 @@ HERE = Path(__file__).parent
 SCRIPTS = [
     "bench_mha.py",
     "bench_memory.py",
+    "bench_flash_backward.py",
     "bench_decoding.py",
     "bench_glove_load.py",
     "bench_lm.py",

@@ -149,6 +149,7 @@ SHAPED = {
     "MultiHeadAttention",
     "NaiveMultiHeadAttention",
     "tiled_attention",
+    "flash_attention",
     "cosine_similarity",
     "cosine_matrix",
     "Embeddings",
