@@ -467,6 +467,12 @@ class ModernAttention(MultiHeadAttention):
             Qwen3-Next): each head's output is multiplied element by element by
             ``sigmoid(x W_G + b_G)``, ``x`` the query input, before ``out_proj``
             (``gate_proj``).
+        scale: the factor of the scores, ``s = scale * q . k`` in place of ``q . k / sqrt(D)``;
+            ``None`` (the default): ``D^-1/2``. Gemma 2 and 3 scale by
+            ``query_pre_attn_scalar^-1/2`` (equal to ``D^-1/2`` in Gemma 3 270M, not in every
+            Gemma). The queries are multiplied by ``scale * sqrt(D)`` after the QK-norm (RoPE is
+            a rotation: it commutes), so the fused kernel and the explicit path both apply it,
+            and so does :meth:`scores`.
         **options: the other arguments of :class:`MultiHeadAttention` (``bias``,
             ``num_kv_heads``, ``positions``, ...).
 
@@ -477,16 +483,16 @@ class ModernAttention(MultiHeadAttention):
             ``None``.
         gate_proj: ``nn.Linear(E, H*D)`` (with a bias if ``bias``) with ``gate``, else
             ``None``.
-        qk_norm: the option, as given; and ``softcap``, ``sink``, ``gate``.
+        qk_norm: the option, as given; and ``softcap``, ``sink``, ``gate``, ``scale``.
 
     Shape:
         As :class:`MultiHeadAttention`.
 
     Raises:
-        ValueError: as :class:`MultiHeadAttention`, and if ``softcap`` is not ``None`` or a
-            finite number > 0.
-        TypeError: as :class:`MultiHeadAttention`, and if ``softcap`` is not a number or
-            ``qk_norm``, ``sink`` or ``gate`` not a ``bool``.
+        ValueError: as :class:`MultiHeadAttention`, and if ``softcap`` or ``scale`` is not
+            ``None`` or a finite number > 0.
+        TypeError: as :class:`MultiHeadAttention`, and if ``softcap`` or ``scale`` is not a
+            number or ``qk_norm``, ``sink`` or ``gate`` not a ``bool``.
 
     Example:
         >>> _ = torch.manual_seed(0)
@@ -497,6 +503,11 @@ class ModernAttention(MultiHeadAttention):
           ...
         >>> _, weights = mha(torch.randn(5, 12))
         >>> bool((weights.sum(-1) < 1).all())  # the sink takes the rest
+        True
+        >>> gemma = ModernAttention(12, 3, head_dim=8, scale=16**-0.5)  # query_pre_attn_scalar 16
+        >>> x = torch.randn(5, 12)
+        >>> q, k = gemma.q_proj(x).view(5, 3, 8), gemma.k_proj(x).view(5, 3, 8)
+        >>> torch.allclose(gemma.scores(x), torch.einsum("lhd,shd->hls", q, k) / 4, atol=1e-6)
         True
     """
 
@@ -509,6 +520,7 @@ class ModernAttention(MultiHeadAttention):
         softcap: float | None = None,
         sink: bool = False,
         gate: bool = False,
+        scale: float | None = None,
         **options,
     ):
         for name, flag in (("qk_norm", qk_norm), ("sink", sink), ("gate", gate)):
@@ -516,9 +528,15 @@ class ModernAttention(MultiHeadAttention):
                 raise TypeError(f"{name} must be a bool; got {type(flag).__name__} {flag!r}")
         if softcap is not None:
             softcap = check_real("softcap", softcap, "None or a number > 0", lambda c: c > 0)
+        if scale is not None:
+            scale = check_real("scale", scale, "None or a number > 0", lambda c: c > 0)
         # set before the base class builds the parts (_add_parts reads them)
         self.qk_norm, self.softcap, self.sink, self.gate = qk_norm, softcap, sink, gate
+        self.scale = scale
         super().__init__(embed_dim, num_heads, **options)
+        # the queries' factor that turns the kernel's D^-1/2 into scale (None: none)
+        factor = None if scale is None else scale * self.head_dim**0.5
+        self._q_factor = None if factor is None or abs(factor - 1.0) < 1e-12 else factor
 
     def _add_parts(self, inner: int) -> None:
         # registered only when on, so that an option that is off adds no parameter
@@ -528,9 +546,11 @@ class ModernAttention(MultiHeadAttention):
         self.sink_logits = nn.Parameter(torch.zeros(self.num_heads)) if self.sink else None
 
     def _normalize(self, q, k):
-        if not self.qk_norm:
-            return q, k
-        return self.q_norm(q), self.k_norm(k)  # (N, H, L, D), (N, G, S, D): RMS 1 over D
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)  # (N, H, L, D), (N, G, S, D): RMS 1 over D
+        if self._q_factor is not None:
+            q = q * self._q_factor  # (N, H, L, D): the kernel's D^-1/2 times this is scale
+        return q, k
 
     def _weigh(self, q, k, v, mask, dropout_p, need_weights):
         if self.softcap is None and not self.sink:
@@ -551,6 +571,7 @@ class ModernAttention(MultiHeadAttention):
             ("softcap", self.softcap, None),
             ("sink", self.sink, False),
             ("gate", self.gate, False),
+            ("scale", self.scale, None),
         )
         return _extra_repr(self) + extra
 

@@ -643,6 +643,10 @@ class LanguageModel(nn.Module):
             ``attn`` with the attention interface (:class:`TransformerBlock`,
             :class:`attnlib.PostNormBlock`, a block of your own). Default: a
             :class:`TransformerBlock` of ``E``, ``H`` and ``**options``.
+        embed_scale: a factor ``s`` of the token vectors, ``h_0 = s E_tok[ids] + P``, applied
+            in the model's dtype (``s`` rounded to it first); ``None`` (the default): none.
+            Gemma scales by ``sqrt(E)`` (its embeddings are also its tied read-out, of small
+            norm). Not stored in the ``state_dict``.
         **options: the default blocks' keywords (:class:`TransformerBlock`): ``mlp_ratio`` (0 for
             attention-only blocks), ``dropout`` (also on the embeddings; in training mode only),
             ``bias`` and ``norm_eps`` (also of ``ln_f``), ``norm`` (also makes ``ln_f``, with
@@ -716,9 +720,15 @@ class LanguageModel(nn.Module):
         freeze_embeddings: bool = False,
         tie_weights: bool = True,
         block: Callable[[int], nn.Module] | None = None,
+        embed_scale: float | None = None,
         **options,
     ):
         super().__init__()
+        if embed_scale is not None:
+            embed_scale = check_real(
+                "embed_scale", embed_scale, "None or a finite number > 0", lambda s: s > 0
+            )
+        self.embed_scale = embed_scale  # a float, no buffer: the state_dict keys stay
         vocab_size, embed_dim, num_heads, num_layers, max_len = check_sizes(
             vocab_size=vocab_size,
             embed_dim=embed_dim,
@@ -851,6 +861,8 @@ class LanguageModel(nn.Module):
         L = ids.shape[1]
         start = 0 if cache is None else cache.length
         x = self.token_embedding(ids)  # (N, L, E)
+        if self.embed_scale is not None:  # Gemma: sqrt(E), rounded to the model's dtype
+            x = x * x.new_tensor(self.embed_scale)  # (N, L, E)
         if self.position_embedding is not None:
             x = x + self.position_embedding(torch.arange(start, start + L, device=ids.device))
         elif self.positions == "sinusoidal":
