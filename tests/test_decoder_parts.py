@@ -20,7 +20,7 @@ from attnlib import (  # noqa: E402
     causal_mask,
 )
 from attnlib.decoding import sliding_window_mask  # noqa: E402
-from attnlib.positions import Rotary, rotary_embedding  # noqa: E402
+from attnlib.positions import Rotary, rotary_embedding, rotate_half_to_pairs  # noqa: E402
 from torch import nn  # noqa: E402
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float64: dict(rtol=1e-12, atol=1e-12)}
@@ -320,17 +320,6 @@ def llama_config(transformers, num_layers=1):
     )
     config._attn_implementation = "eager"
     return config
-
-
-def rotate_half_to_pairs(weight: torch.Tensor, heads: int) -> torch.Tensor:
-    """The rows of a q or k projection reordered from LLaMA's rotate-half RoPE (feature ``i``
-    turns with ``i + D/2``) to attnlib's consecutive pairs (``2i`` with ``2i + 1``): row ``i``
-    of each head goes to ``2i``, row ``i + D/2`` to ``2i + 1``. The scores are unchanged, as
-    queries and keys are permuted alike (Hugging Face's conversion scripts do the inverse)."""
-    rows, cols = weight.shape
-    D = rows // heads
-    halves = weight.view(heads, 2, D // 2, cols)  # (heads, half, D/2, E)
-    return halves.transpose(1, 2).reshape(rows, cols)  # (heads, D/2, 2, E) -> (heads*D, E)
 
 
 def llama_block() -> TransformerBlock:

@@ -33,6 +33,7 @@ __all__ = [
     "alibi_bias",
     "alibi_slopes",
     "rotary_embedding",
+    "rotate_half_to_pairs",
     "sinusoidal_encoding",
 ]
 
@@ -177,6 +178,65 @@ def _rotary(x: Tensor, positions: Tensor, base: float) -> Tensor:
     even, odd = pairs[..., 0], pairs[..., 1]  # (..., L, D/2) each
     rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
     return rotated.flatten(-2)  # (..., L, D/2, 2) -> (..., L, D)
+
+
+def rotate_half_to_pairs(weight: Tensor, heads: int) -> Tensor:
+    """The rows of a query or key projection reordered from "rotate half" RoPE to
+    :func:`rotary_embedding`'s consecutive pairs.
+
+    LLaMA, Gemma and Hugging Face's code turn feature ``i`` of each head with feature
+    ``i + D/2``; attnlib turns ``2i`` with ``2i + 1``. Row ``i`` of each head's block of ``D``
+    rows goes to ``2i``, row ``i + D/2`` to ``2i + 1``:
+
+    .. math::
+
+        W'_{hD + 2i} = W_{hD + i}, \\qquad W'_{hD + 2i + 1} = W_{hD + i + D/2}
+
+    Queries and keys permuted alike leave every score unchanged, and the rotation of a
+    permuted vector is the permuted rotation, so a model copied with its ``q_proj`` and
+    ``k_proj`` rows permuted computes the same numbers (Hugging Face's conversion scripts
+    permute the other way). A per-feature vector shared by the heads (a QK-norm scale, ``(D,)``)
+    is permuted with ``heads=1``.
+
+    Args:
+        weight: ``(heads * D, ...)``: an ``nn.Linear`` weight ``(heads * D, E)``, a bias or a
+            scale ``(heads * D,)``.
+        heads: the number of heads whose rows ``weight`` stacks.
+
+    Returns:
+        A new tensor of the same shape, dtype and device, the rows permuted.
+
+    Raises:
+        TypeError: if ``weight`` is not a tensor or ``heads`` not an ``int``.
+        ValueError: if ``weight`` is 0-D, ``heads`` is below 1 or does not divide the rows, or
+            the head size ``D`` is odd.
+
+    Example:
+        >>> rotate_half_to_pairs(torch.arange(8), 2)  # two heads of D = 4
+        tensor([0, 2, 1, 3, 4, 6, 5, 7])
+        >>> x = torch.randn(5, 4, dtype=torch.float64)  # 5 positions, one head of D = 4
+        >>> half = torch.cat([-x[:, 2:], x[:, :2]], dim=-1)  # rotate_half(x)
+        >>> angles = torch.arange(5.0).view(5, 1) * 10000.0 ** (-torch.arange(0, 4, 2) / 4)
+        >>> cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
+        >>> theirs = x * cos + half * sin  # Hugging Face's apply_rotary_pos_emb
+        >>> perm = rotate_half_to_pairs(torch.arange(4), 1)
+        >>> torch.allclose(rotary_embedding(x[:, perm]), theirs[:, perm])
+        True
+    """
+    if not isinstance(weight, Tensor):
+        raise TypeError(f"weight must be a torch.Tensor; got {type(weight).__name__}")
+    if weight.dim() == 0:
+        raise ValueError("weight must have at least 1 dimension (heads * D rows); got 0-D")
+    heads = check_int("heads", heads, low=1)
+    rows = weight.shape[0]
+    if rows % heads or (rows // heads) % 2:
+        raise ValueError(
+            f"weight must have heads * D rows with an even D (heads={heads}); got "
+            f"{shape_str(weight.shape)}"
+        )
+    D = rows // heads
+    halves = weight.reshape(heads, 2, D // 2, *weight.shape[1:])  # (heads, 2, D/2, ...)
+    return halves.transpose(1, 2).reshape(weight.shape)  # (heads, D/2, 2, ...) -> rows
 
 
 def alibi_slopes(num_heads: int) -> Tensor:
