@@ -67,16 +67,17 @@ def _mlp(embed_dim: int, hidden: int, *, bias: bool, approximate: str = "none") 
 ACTIVATIONS = {"gelu": "none", "gelu_tanh": "tanh"}  # activation -> nn.GELU's approximate
 
 
-def _check_activation(activation) -> str:
-    """``nn.GELU``'s ``approximate`` for ``activation``, or a ValueError naming the choices."""
+def _check_activation(activation, choices: dict = ACTIVATIONS):
+    """``choices[activation]`` (by default ``nn.GELU``'s ``approximate``), or a TypeError or
+    ValueError naming the choices."""
     if not isinstance(activation, str):
         raise TypeError(
-            f"activation must be a str, one of {tuple(ACTIVATIONS)}; got "
+            f"activation must be a str, one of {tuple(choices)}; got "
             f"{type(activation).__name__} {activation!r}"
         )
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {tuple(ACTIVATIONS)}; got {activation!r}")
-    return ACTIVATIONS[activation]
+    if activation not in choices:
+        raise ValueError(f"activation must be one of {tuple(choices)}; got {activation!r}")
+    return choices[activation]
 
 
 class RMSNorm(nn.Module):
@@ -214,17 +215,11 @@ class GatedMLP(nn.Module):
         super().__init__()
         dim = check_int("dim", dim, low=1)
         hidden = check_int("hidden", hidden, low=1)
-        if not isinstance(activation, str):
-            raise TypeError(
-                f"activation must be a str, one of {tuple(GATES)}; got "
-                f"{type(activation).__name__} {activation!r}"
-            )
-        if activation not in GATES:
-            raise ValueError(f"activation must be one of {tuple(GATES)}; got {activation!r}")
+        act = _check_activation(activation, GATES)
         if not isinstance(bias, bool):
             raise TypeError(f"bias must be a bool; got {type(bias).__name__} {bias!r}")
         self.dim, self.hidden, self.activation = dim, hidden, activation
-        self._act = GATES[activation]
+        self._act = act
         self.gate_proj = nn.Linear(dim, hidden, bias=bias)  # Hugging Face's order of creation
         self.up_proj = nn.Linear(dim, hidden, bias=bias)
         self.down_proj = nn.Linear(hidden, dim, bias=bias)
