@@ -24,7 +24,7 @@ lock_compile $torch_opts --output-file binder/requirements.txt binder/requiremen
 { set +x; } 2>/dev/null
 for f in requirements.txt binder/requirements.txt; do
     sed -i.bak -E -e 's/^(torch==[^ +]+)\+cpu /\1     /' \
-        -e 's/^(torch==[^ +]+)\+cpu$/\1/' -e 's/ -c binder\/\.\.\/requirements\.txt,//' \
+        -e 's/^(torch==[^ +]+)\+cpu$/\1/' -e 's/ -c (binder\/\.\.\/)?requirements\.txt,//' \
         "$f" && rm -f "$f.bak"
     if grep -q '^nvidia-' "$f"; then
         echo "lock: $f names nvidia-* packages (torch's CUDA build): run make lock" \
