@@ -607,3 +607,59 @@ def as_id_list(name: str, ids, *, flatten: bool = False) -> list[int]:
                 + (" (a float is refused, not truncated)" if isinstance(x, float) else "")
             ) from None
     return out
+
+
+def _check_indices(
+    name: str, t, size: int, what: str, like: Tensor | None = None, like_name: str = "ids"
+) -> Tensor:
+    """``t`` is an integer tensor of ``(L,)`` or ``(N, L)`` (or of the shape and device of
+    ``like``, named ``like_name``) whose values lie in ``0 .. size - 1``."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of {what}; got {type(t).__name__}")
+    if t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
+        raise TypeError(f"{name} must be an integer tensor of {what}; got dtype {t.dtype}")
+    _check_like(name, t, like, like_name)
+    if torch.compiler.is_compiling():  # the test below reads the values: not traceable
+        return t
+    if t.numel() and (t.min() < 0 or t.max() >= size):
+        bad = t[(t < 0) | (t >= size)].unique().tolist()[:5]
+        raise ValueError(f"{name} must hold {what} in 0..{size - 1}; got {bad}")
+    return t
+
+
+def _check_like(name: str, t: Tensor, like: Tensor | None, like_name: str) -> None:
+    """``t`` is ``(L,)`` or ``(N, L)``, or has the shape and device of ``like``."""
+    if like is None:
+        if t.dim() not in (1, 2):
+            raise ValueError(
+                f"{name} must have shape (L,) or (N, L); got {t.dim()}-D {shape_str(t.shape)}"
+            )
+        return
+    if t.shape != like.shape:
+        raise ValueError(
+            f"{name} must have the shape of {like_name}, {shape_str(like.shape)}; got "
+            f"{shape_str(t.shape)}"
+        )
+    if t.device != like.device:
+        raise ValueError(
+            f"{name} must be on the device of {like_name}, {like.device}; got {t.device}"
+        )
+
+
+def _check_attention_mask(attention_mask, like: Tensor, like_name: str = "ids") -> Tensor:
+    """``attention_mask`` is a boolean tensor, or an integer tensor of 0s and 1s, with the
+    shape and device of ``like``."""
+    what = "1 (a real token) or 0 (padding)"
+    if not isinstance(attention_mask, Tensor):
+        raise TypeError(
+            f"attention_mask must be a torch.Tensor of {what}; got {type(attention_mask).__name__}"
+        )
+    if attention_mask.dtype == torch.bool:
+        _check_like("attention_mask", attention_mask, like, like_name)
+        return attention_mask
+    if attention_mask.is_floating_point() or attention_mask.is_complex():
+        raise TypeError(
+            f"attention_mask must be an integer or boolean tensor of {what}; got dtype "
+            f"{attention_mask.dtype} (convert it with .long())"
+        )
+    return _check_indices("attention_mask", attention_mask, 2, what, like, like_name)

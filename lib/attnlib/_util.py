@@ -3,7 +3,9 @@ text file is read (its errors naming the file)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -58,3 +60,19 @@ def read_text_file(path, expected: str, hint: str) -> tuple[Path, str]:
             f"{hint}"
         ) from None
     return path, text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path):
+    """Yield a temporary name beside ``path`` to write; on success rename it over ``path``
+    (the file appears whole or not at all), on any error remove it and leave ``path`` as it
+    was."""
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        yield Path(name)
+        os.chmod(name, 0o644)  # mkstemp makes the file private; open() would not
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise

@@ -660,6 +660,17 @@ def from_hf_gemma3(state_dict: dict[str, Tensor], config) -> LanguageModel:
         ValueError: config['final_logit_softcapping'] must be None (no soft cap of ...); got 30.0
     """
     cfg = _config_dict(config)
+    sd = _state_dict(state_dict, "model.", ())
+    embeddings = sd.get("embed_tokens.weight")
+    dtype = embeddings.dtype if embeddings is not None else torch.float32
+    model = _gemma3_model(cfg).to(dtype)
+    _copy_state(model, _gemma3_state(sd, cfg), "Gemma 3")
+    return model.eval()
+
+
+def _gemma3_model(cfg: dict) -> LanguageModel:
+    """The Gemma 3 of the config ``cfg`` (a dict), with fresh weights: the checks and the
+    construction of :func:`from_hf_gemma3` (``torch.device("meta")`` makes it without memory)."""
     _require(cfg, "model_type", ("gemma3_text",), "a text-only Gemma 3")
     _require(cfg, "hidden_activation", ("gelu_pytorch_tanh",), "GELU's tanh approximation")
     _require(cfg, "attention_bias", (False,), "no biases in the attention")
@@ -687,17 +698,13 @@ def from_hf_gemma3(state_dict: dict[str, Tensor], config) -> LanguageModel:
         lambda p: p > 0,
     )
     eps = cfg.get("rms_norm_eps", 1e-6)
-    tied = cfg.get("tie_word_embeddings", True)
-    sd = _state_dict(state_dict, "model.", ())
-    embeddings = sd.get("embed_tokens.weight")
-    dtype = embeddings.dtype if embeddings is not None else torch.float32
     hidden, dropout = cfg["intermediate_size"], cfg.get("attention_dropout", 0.0)
 
     def block(i: int) -> TransformerBlock:
         base = bases[types[i]]
         return _gemma3_block(E, H, G, D, hidden, base, scale**-0.5, eps, dropout)
 
-    model = LanguageModel(
+    return LanguageModel(
         V,
         E,
         H,
@@ -705,11 +712,21 @@ def from_hf_gemma3(state_dict: dict[str, Tensor], config) -> LanguageModel:
         max_len=cfg.get("max_position_embeddings", 131_072),
         positions="rope",
         window=windows,
-        tie_weights=tied,
+        tie_weights=cfg.get("tie_word_embeddings", True),
         block=block,
         norm=lambda dim: RMSNorm(dim, eps=eps, offset=1.0),
         embed_scale=E**0.5,
-    ).to(dtype)
+    )
+
+
+def _gemma3_state(sd: dict[str, Tensor], cfg: dict) -> dict[str, Tensor]:
+    """Gemma 3's tensors ``sd`` (Hugging Face names without ``"model."``; emptied) under
+    attnlib's names, Q and K rows permuted, QK-norm scales ``1 + w``; a tensor left over is an
+    error. Missing tensors are left out (:func:`_copy_state` names them)."""
+    H, num_layers = cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    G = cfg.get("num_key_value_heads", H)
+    D = cfg.get("head_dim") or cfg["hidden_size"] // H
+    tied = cfg.get("tie_word_embeddings", True)
     if tied:
         sd.pop("lm_head.weight", None)  # the same tensor as embed_tokens.weight
     mapped = {"token_embedding.weight": sd.pop("embed_tokens.weight", None)}
@@ -750,9 +767,7 @@ def from_hf_gemma3(state_dict: dict[str, Tensor], config) -> LanguageModel:
             f"state_dict holds {key!r} {shape_str(sd[key].shape)}, which attnlib's "
             "LanguageModel has no place for (a text-only Gemma 3's tensors are expected)"
         )
-    mapped = {k: v for k, v in mapped.items() if v is not None}
-    _copy_state(model, mapped, "Gemma 3")
-    return model.eval()
+    return {k: v for k, v in mapped.items() if v is not None}
 
 
 # ---------------------------------------------------------------- WordPiece

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib._checks import (
+    _check_attention_mask,
     cache_alone,
     check_dropout,
     check_ids,
@@ -828,7 +829,12 @@ class LanguageModel(nn.Module):
             )
 
     def forward(
-        self, ids: Tensor, *, cache: ModelCache | None = None, need_weights: bool = False
+        self,
+        ids: Tensor,
+        *,
+        cache: ModelCache | None = None,
+        need_weights: bool = False,
+        attention_mask: Tensor | None = None,
     ) -> tuple[Tensor, list[Tensor] | None]:
         """Logits for the token after each position; returns ``(logits, weights or None)``.
 
@@ -836,21 +842,72 @@ class LanguageModel(nn.Module):
         and values are appended to the cache and they attend to everything it keeps. The
         arguments are checked here, once (see the class docstring for the errors); the blocks
         do not check them again.
+
+        ``attention_mask`` ``(N, L)`` (as ``ids``; 1 or ``True`` for a real token, 0 for
+        padding) runs a batch of sequences of different lengths, each padded *on the right*:
+        no position attends to a padding key, so a sequence's logits are those it has alone
+        (a padding position sees only itself; its logits mean nothing). Padding on the left
+        would shift the positions of RoPE and of learned positions, and is refused. Not with a
+        cache.
         """
+        self._check(ids, cache, attention_mask)
+        x, weights, _ = self._forward(ids, cache, need_weights, attention_mask)
+        return self.read_out(x), weights  # (L, V) or (N, L, V)
+
+    def hidden_states(self, ids: Tensor, *, attention_mask: Tensor | None = None) -> list[Tensor]:
+        """The residual stream before the first block and after each: ``num_layers + 1``
+        tensors ``h_0 .. h_n`` of ``(L, E)`` or ``(N, L, E)`` (``h_n`` before ``ln_f``).
+
+        ``model.read_out(h[-1])`` gives :meth:`forward`'s logits. A model of a large vocabulary
+        (Gemma's 262,144 pieces) need not hold every position's logits: read out only the
+        positions needed, or a few at a time. ``ids`` and ``attention_mask`` as in
+        :meth:`forward`.
+
+        Example:
+            >>> _ = torch.manual_seed(0)
+            >>> lm = LanguageModel(100, 12, 3, 2, max_len=16).eval()
+            >>> ids = torch.tensor([[5, 17, 42]])
+            >>> h = lm.hidden_states(ids)
+            >>> len(h), h[-1].shape
+            (3, torch.Size([1, 3, 12]))
+            >>> torch.equal(lm.read_out(h[-1]), lm(ids)[0])
+            True
+        """
+        self._check(ids, None, attention_mask)
+        return self._forward(ids, None, False, attention_mask, keep=True)[2]
+
+    def read_out(self, h: Tensor) -> Tensor:
+        """The logits of residual-stream vectors ``h`` ``(..., E)``: ``ln_f(h) W_U``, shape
+        ``(..., V)`` (no checks: the model's last step, for :meth:`hidden_states`)."""
+        return self.lm_head(self.ln_f(h))  # (..., V)
+
+    def _check(self, ids, cache, attention_mask) -> None:
         check_ids(ids, self.vocab_size)
         if cache is not None:
+            if attention_mask is not None:
+                raise ValueError(
+                    "attention_mask must be None with a cache (decode each sequence with its "
+                    "own cache); got both"
+                )
             check_model_cache(cache, ModelCache, num_layers=self.num_layers, windows=self.windows)
             N, E = (ids.shape[0] if ids.dim() == 2 else 1), self.token_embedding.embedding_dim
             like = self.lm_head.weight.new_empty(N, 0, E)  # (N, 0, E): the blocks' batch, dtype
             for i, (block, layer) in enumerate(zip(self.blocks, cache.layers)):
                 block.attn.check_cache(layer, like, name=f"cache (layer {i})")  # each its own
+        if attention_mask is not None:
+            real = _check_attention_mask(attention_mask, ids).bool()  # (L,) or (N, L)
+            if (real[..., 1:] & ~real[..., :-1]).any():
+                raise ValueError(
+                    "attention_mask must pad on the right (1s, then 0s, in every row: a token "
+                    "after padding would get the wrong position); got a 0 before a 1"
+                )
         start = 0 if cache is None else cache.length
         self._check_length(start + ids.shape[-1], "the sequence (ids plus the cached tokens)")
-        return self._forward(ids, cache, need_weights)
 
-    def _forward(self, ids, cache, need_weights):
+    def _forward(self, ids, cache, need_weights, attention_mask=None, keep=False):
         """The model without the checks (:meth:`generate` calls it at every step); the blocks'
-        private ``_forward`` does not check again."""
+        private ``_forward`` does not check again. Returns the last residual stream ``(L, E)``
+        or ``(N, L, E)``, the weights, and (``keep``) every residual stream."""
         batched = ids.dim() == 2
         ids = ids if batched else ids.unsqueeze(0)  # (N, L)
         L = ids.shape[1]
@@ -863,7 +920,7 @@ class LanguageModel(nn.Module):
         elif self.positions == "sinusoidal":
             x = x + self.position_encoding[start : start + L].to(x.dtype)  # (L, E)
         x = self.drop(x)
-        masks = {}  # window -> (1, 1, L, L) mask; with a cache, the cache masks
+        masks = {}  # window -> (1 or N, 1, L, L) mask; with a cache, the cache masks
         if cache is None:
             for window in set(self.windows):
                 if window is None:
@@ -871,15 +928,22 @@ class LanguageModel(nn.Module):
                 else:
                     mask = _sliding_window_mask(L, window, L, ids.device)  # (L, L)
                 masks[window] = mask.view(1, 1, L, L)  # (1, 1, L, L): the blocks' 4-D mask
+            if attention_mask is not None:
+                real = attention_mask.bool().view(-1, 1, 1, L)  # (N, 1, 1, L): real keys
+                self_ = torch.eye(L, dtype=torch.bool, device=ids.device)  # (L, L)
+                masks = {w: (m & real) | self_ for w, m in masks.items()}  # (N, 1, L, L)
         layer_caches = [None] * self.num_layers if cache is None else cache.layers
-        weights = []
+        weights, hidden = [], [x] if keep else None
         for block, window, layer_cache in zip(self.blocks, self.windows, layer_caches):
             mask = masks.get(window) if cache is None else None
             x, w = block._forward(x, mask, layer_cache, need_weights)  # (N, L, E)
             weights.append(w)  # (N, H, L, S) or None
-        logits = self.lm_head(self.ln_f(x))  # (N, L, V)
+            if keep:
+                hidden.append(x)
         weights = [unbatch(batched, w) for w in weights] if need_weights else None  # (H, L, S)
-        return unbatch(batched, logits), weights  # (L, V) or (N, L, V)
+        if keep:
+            hidden = [unbatch(batched, h) for h in hidden]  # (L, E) or (N, L, E) each
+        return unbatch(batched, x), weights, hidden  # (L, E) or (N, L, E)
 
     @torch.no_grad()
     def generate(
@@ -954,8 +1018,8 @@ class LanguageModel(nn.Module):
         cache = self.new_cache() if use_cache else None
         step_input = ids
         for _ in range(max_new_tokens):
-            logits, _ = self._forward(step_input if use_cache else ids, cache, False)
-            last = logits[:, -1]  # (N, V)
+            x, _, _ = self._forward(step_input if use_cache else ids, cache, False)
+            last = self.read_out(x[:, -1])  # (N, V): the last position's logits only
             if temperature == 0:
                 token = last.argmax(dim=-1, keepdim=True)  # (N, 1)
             else:
