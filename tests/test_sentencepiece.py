@@ -7,12 +7,9 @@ The one divergence, stated in ``test_long_space_runs_differ_from_transformers``:
 than 31 spaces. Here (as in SentencePiece and llama.cpp) the longest user-defined whitespace piece
 comes first; ``transformers`` reaches the pieces by merges and cuts the run elsewhere.
 
-The vocabulary and the GGUF file come from ``attnlib.gemma3`` when it has them, else from
-``/tmp/gemma`` (the vocabulary dumped as JSON); the tests that need them are skipped, saying why,
-when neither is there.
+The vocabulary and the GGUF file come from ``attnlib.gemma3`` (the package's file, checked).
 """
 
-import json
 import os
 import time
 from pathlib import Path
@@ -22,30 +19,20 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from attnlib import gemma3  # noqa: E402
 from attnlib.sentencepiece import SentencePieceTokenizer  # noqa: E402
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ODYSSEY = ROOT / "data" / "odyssey.txt"
-GEMMA_DIR = Path("/tmp/gemma")  # until attnlib.gemma3 provides load_vocab and gguf_path
-GGUF_NAME = "gemma-3-270m-q4_k_m.gguf"
 BOS, SPACES_2, SPACES_9, SPACES_16, SPACES_24, SPACES_31 = 2, 138, 145, 152, 160, 167
 
 
 @pytest.fixture(scope="module")
 def vocab():
     """Gemma 3 270M's vocabulary: ``tokens``, ``scores``, ``types`` and the special ids."""
-    try:
-        from attnlib import gemma3
-    except ImportError:
-        gemma3 = None
-    if gemma3 is not None and hasattr(gemma3, "load_vocab"):
-        return gemma3.load_vocab()
-    path = GEMMA_DIR / "vocab.json"
-    if not path.exists():
-        pytest.skip(f"no Gemma 3 vocabulary: attnlib.gemma3.load_vocab is missing and so is {path}")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return gemma3.load_vocab()
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +44,7 @@ def tok(vocab):
 def hf():
     """``transformers``' tokenizer built from the GGUF file (15-40 s)."""
     transformers = pytest.importorskip("transformers")
-    try:
-        from attnlib import gemma3
-    except ImportError:
-        gemma3 = None
-    path = gemma3.gguf_path() if hasattr(gemma3, "gguf_path") else GEMMA_DIR / GGUF_NAME
-    path = Path(path)
-    if not path.exists():
-        pytest.skip(f"no Gemma 3 GGUF file at {path}")
+    path = gemma3.gguf_path()
     return transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
 
 

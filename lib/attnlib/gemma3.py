@@ -8,8 +8,8 @@ joins them once into attnlib's cache folder and checks the file's sha256,
 pure-Python reader): the configuration from the file's metadata, every tensor dequantized to
 float32, and the tokenizer's pieces. :func:`load_gemma3` builds an :class:`attnlib.LanguageModel`
 of attnlib's parts from them (:func:`attnlib.pretrained.from_hf_gemma3`) and a
-:class:`attnlib.sentencepiece.SentencePieceBPE`; the converted weights are kept in the cache, so
-that later loads take about a second and no more memory than the model.
+:class:`attnlib.sentencepiece.SentencePieceTokenizer`; the converted weights are kept in the
+cache, so that later loads take seconds and no more memory than the model.
 
 The weights are subject to the Gemma Terms of Use (https://ai.google.dev/gemma/terms, a copy in
 the package). They are Google's release quantized to 4 to 8 bits per weight, then dequantized:
@@ -28,7 +28,15 @@ import torch
 
 from attnlib._util import as_path, atomic_path
 
-__all__ = ["GGUF_NAME", "GGUF_SHA256", "cache_folder", "gguf_path", "load_gemma3", "read_gguf"]
+__all__ = [
+    "GGUF_NAME",
+    "GGUF_SHA256",
+    "cache_folder",
+    "gguf_path",
+    "load_gemma3",
+    "load_vocab",
+    "read_gguf",
+]
 
 #: The file's name in the package and in the cache.
 GGUF_NAME = "gemma-3-270m-q4_k_m.gguf"
@@ -137,7 +145,7 @@ def read_gguf(path: str | os.PathLike | None = None, *, verify: bool = True):
         ``(config, state_dict, vocab)``: ``config.json``-style dict for
         :func:`attnlib.pretrained.from_hf_gemma3`; the tensors (float32, Hugging Face names);
         the tokenizer as a dict (``tokens``, ``scores``, ``types``, ``bos_id``, ``eos_id``,
-        ``unk_id``, ``pad_id``) for :class:`attnlib.sentencepiece.SentencePieceBPE`.
+        ``unk_id``, ``pad_id``) for :class:`attnlib.sentencepiece.SentencePieceTokenizer`.
 
     Raises:
         ValueError: if the sha256 differs, or the file is not a Gemma 3 GGUF
@@ -237,6 +245,29 @@ def _convert() -> None:
         tmp.write_text(json.dumps(info, ensure_ascii=False), encoding="utf-8")
 
 
+def _info() -> dict:
+    """The cached conversion's record (config, vocabulary, the weights' sha256), made by
+    :func:`_convert` the first time."""
+    weights, meta = _converted()
+    if not (weights.exists() and meta.exists()):
+        _convert()
+    return json.loads(meta.read_text(encoding="utf-8"))
+
+
+def load_vocab() -> dict:
+    """Gemma 3 270M's tokenizer as a dict, from the file's metadata (kept in the cache by the
+    first :func:`load_gemma3` or :func:`load_vocab`): ``tokens`` (262,144 pieces), ``scores``,
+    ``types`` (1 normal, 3 control, 4 user-defined, 6 byte), ``bos_id``, ``eos_id``, ``unk_id``,
+    ``pad_id``; for :meth:`attnlib.sentencepiece.SentencePieceTokenizer.from_vocab`.
+
+    Example:
+        >>> vocab = load_vocab()
+        >>> len(vocab["tokens"]), vocab["tokens"][vocab["bos_id"]]
+        (262144, '<bos>')
+    """
+    return _info()["vocab"]
+
+
 def load_gemma3(*, verify: bool = True):
     """Gemma 3 270M as an :class:`attnlib.LanguageModel` (float32, eval mode), and its
     tokenizer.
@@ -255,7 +286,7 @@ def load_gemma3(*, verify: bool = True):
 
     Returns:
         ``(model, tokenizer)``: the :class:`attnlib.LanguageModel` and a
-        :class:`attnlib.sentencepiece.SentencePieceBPE` (``encode`` adds ``<bos>``).
+        :class:`attnlib.sentencepiece.SentencePieceTokenizer` (``encode`` adds ``<bos>``).
 
     Raises:
         ValueError: if a file's sha256 differs from the expected one (the message names the
@@ -272,12 +303,10 @@ def load_gemma3(*, verify: bool = True):
     from safetensors.torch import load_file  # lazy
 
     from attnlib.pretrained import _gemma3_model
-    from attnlib.sentencepiece import SentencePieceBPE
+    from attnlib.sentencepiece import SentencePieceTokenizer
 
-    weights, meta = _converted()
-    if not (weights.exists() and meta.exists()):
-        _convert()
-    info = json.loads(meta.read_text(encoding="utf-8"))
+    info = _info()
+    weights, _ = _converted()
     if verify:
         fix = "delete it and load again (it is converted anew from the GGUF file)"
         _check_hash(weights, info["sha256"], "the recorded conversion", fix)
@@ -291,4 +320,4 @@ def load_gemma3(*, verify: bool = True):
             f"{unexpected[:3]}): delete it and load again"
         )
     model.lm_head.weight = model.token_embedding.weight  # tied, one tensor
-    return model.eval(), SentencePieceBPE.from_vocab(info["vocab"])
+    return model.eval(), SentencePieceTokenizer.from_vocab(info["vocab"])
