@@ -854,14 +854,17 @@ class LanguageModel(nn.Module):
         x, weights, _ = self._forward(ids, cache, need_weights, attention_mask)
         return self.read_out(x), weights  # (L, V) or (N, L, V)
 
-    def hidden_states(self, ids: Tensor, *, attention_mask: Tensor | None = None) -> list[Tensor]:
+    def hidden_states(
+        self, ids: Tensor, *, cache: ModelCache | None = None, attention_mask: Tensor | None = None
+    ) -> list[Tensor]:
         """The residual stream before the first block and after each: ``num_layers + 1``
         tensors ``h_0 .. h_n`` of ``(L, E)`` or ``(N, L, E)`` (``h_n`` before ``ln_f``).
 
         ``model.read_out(h[-1])`` gives :meth:`forward`'s logits. A model of a large vocabulary
         (Gemma's 262,144 pieces) need not hold every position's logits: read out only the
-        positions needed, or a few at a time. ``ids`` and ``attention_mask`` as in
-        :meth:`forward`.
+        positions needed, or a few at a time. ``ids``, ``cache`` and ``attention_mask`` as in
+        :meth:`forward` (a long text read in pieces through a cache needs no logits until the
+        end).
 
         Example:
             >>> _ = torch.manual_seed(0)
@@ -873,8 +876,8 @@ class LanguageModel(nn.Module):
             >>> torch.equal(lm.read_out(h[-1]), lm(ids)[0])
             True
         """
-        self._check(ids, None, attention_mask)
-        return self._forward(ids, None, False, attention_mask, keep=True)[2]
+        self._check(ids, cache, attention_mask)
+        return self._forward(ids, cache, False, attention_mask, keep=True)[2]
 
     def read_out(self, h: Tensor) -> Tensor:
         """The logits of residual-stream vectors ``h`` ``(..., E)``: ``ln_f(h) W_U``, shape
