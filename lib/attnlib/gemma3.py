@@ -32,6 +32,7 @@ __all__ = [
     "GGUF_NAME",
     "GGUF_SHA256",
     "cache_folder",
+    "file_summary",
     "gguf_path",
     "load_gemma3",
     "load_vocab",
@@ -48,7 +49,7 @@ GGUF_NAME = "gemma-3-270m-q4_k_m.gguf"
 #: :meta hide-value:
 GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 
-_CONVERTED = 1  # the version of the cached conversion; raise it when the conversion changes
+_CONVERTED = 2  # the version of the cached conversion; raise it when the conversion changes
 
 # GGUF's tensor names (llama.cpp) -> Hugging Face's, inside ``layers.i.``
 _NAMES = {
@@ -143,7 +144,8 @@ def read_gguf(path: str | os.PathLike | None = None, *, verify: bool = True):
 
     Returns:
         ``(config, state_dict, vocab)``: ``config.json``-style dict for
-        :func:`attnlib.pretrained.from_hf_gemma3`; the tensors (float32, Hugging Face names);
+        :func:`attnlib.pretrained.from_hf_gemma3` (plus ``tensor_types``: each tensor's
+        storage in the file, ``"Q4_K"``, ``"F32"``, ...); the tensors (float32, Hugging Face names);
         the tokenizer as a dict (``tokens``, ``scores``, ``types``, ``bos_id``, ``eos_id``,
         ``unk_id``, ``pad_id``) for :class:`attnlib.sentencepiece.SentencePieceTokenizer`.
 
@@ -193,7 +195,7 @@ def read_gguf(path: str | os.PathLike | None = None, *, verify: bool = True):
         "rope_local_base_freq": meta("rope.freq_base_swa", 10_000.0),
         "query_pre_attn_scalar": head_dim,
     }
-    state_dict = {}
+    state_dict, kinds = {}, {}
     for t in reader.tensors:
         if t.name == "token_embd.weight":
             name = "embed_tokens.weight"
@@ -206,6 +208,8 @@ def read_gguf(path: str | os.PathLike | None = None, *, verify: bool = True):
         w = gguf.quants.dequantize(t.data, t.tensor_type)  # numpy, GGUF's shape reversed
         w = torch.from_numpy(np.array(w, dtype=np.float32))  # a writable copy
         state_dict[name] = w - 1 if name.endswith("norm.weight") else w  # GGUF: 1 + w
+        kinds[name] = t.tensor_type.name  # F32, Q4_K, Q5_0, Q6_K, Q8_0
+    config["tensor_types"] = kinds  # how each tensor is stored in the file (not a setting)
     vocab = {
         "tokens": list(tokens),
         "scores": [float(s) for s in _field(reader, "tokenizer.ggml.scores")],
@@ -241,6 +245,7 @@ def _convert() -> None:
     with atomic_path(weights) as tmp:
         save_file(mapped, str(tmp))
     info = {"config": config, "vocab": vocab, "sha256": _sha256(weights), "gguf": GGUF_SHA256}
+    info["gguf_bytes"] = gguf_path().stat().st_size
     with atomic_path(meta) as tmp:
         tmp.write_text(json.dumps(info, ensure_ascii=False), encoding="utf-8")
 
@@ -266,6 +271,28 @@ def load_vocab() -> dict:
         (262144, '<bos>')
     """
     return _info()["vocab"]
+
+
+def file_summary() -> dict:
+    """What the GGUF file holds, from the cache's record: ``sha256`` (:data:`GGUF_SHA256`),
+    ``bytes``, ``config`` (as :func:`read_gguf` gives it), and ``tensor_types``, each tensor's
+    storage (``"F32"``, or a block quantization: ``"Q4_K"``, ``"Q5_0"``, ``"Q6_K"``, ``"Q8_0"``)
+    under Hugging Face's name.
+
+    Example:
+        >>> summary = file_summary()
+        >>> summary["bytes"], summary["tensor_types"]["embed_tokens.weight"]
+        (253113024, 'Q8_0')
+    """
+    info = _info()
+    config = dict(info["config"])
+    kinds = config.pop("tensor_types")
+    return {
+        "sha256": info["gguf"],
+        "bytes": info["gguf_bytes"],
+        "config": config,
+        "tensor_types": kinds,
+    }
 
 
 def load_gemma3(*, verify: bool = True):
