@@ -20,13 +20,16 @@ import sys
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from torch.utils import benchmark
 
 from attnlib._checks import check_int, check_real
 from attnlib._util import short_repr
+
+if TYPE_CHECKING:  # torch.utils.benchmark takes 0.2-1 s to import: only where it is used
+    from torch.utils import benchmark
 
 __all__ = ["book_script", "machine", "median_time", "ratio", "reproducible", "time_rounds"]
 
@@ -202,6 +205,8 @@ def time_rounds(
     what = "a number of seconds >= 0"
     min_run_time = check_real("min_run_time", min_run_time, what, lambda t: t >= 0)
     threads = check_int("threads", threads, low=1)
+    from torch.utils import benchmark  # lazy: slow to import, needed only here
+
     names = list(fns)
     measured: dict[str, list[benchmark.Measurement]] = {name: [] for name in names}
     for r in range(rounds):
@@ -248,6 +253,8 @@ def median_time(measurements: list[benchmark.Measurement]) -> float:
         )
     if not measurements:
         raise ValueError("measurements must hold at least one round; got an empty list")
+    from torch.utils import benchmark  # lazy: slow to import
+
     for i, m in enumerate(measurements):
         if not isinstance(m, benchmark.Measurement):
             raise TypeError(
@@ -298,6 +305,8 @@ def _seconds(name: str, rounds) -> list[float]:
             f"{name} must be a list of Measurements or numbers (the rounds of one function); "
             f"got {type(rounds).__name__}"
         )
+    from torch.utils import benchmark  # lazy: slow to import
+
     seconds = []
     for i, x in enumerate(rounds):
         value = x.median if isinstance(x, benchmark.Measurement) else x
