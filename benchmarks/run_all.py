@@ -20,14 +20,16 @@ SCRIPTS = [
     "bench_decoding.py",
     "bench_glove_load.py",
     "bench_lm.py",
+    "bench_gemma3.py",
 ]
+QUICK = {"bench_mha.py": ["--rounds", "5"], "bench_gemma3.py": ["--quick"]}  # else 2 rounds
 
 if __name__ == "__main__":
     quick = "--quick" in sys.argv[1:]
     failed = []
     for script in SCRIPTS:
         print(f"\n===== {script}", flush=True)
-        args = ["--rounds", "5" if script == "bench_mha.py" else "2"] if quick else []
+        args = QUICK.get(script, ["--rounds", "2"]) if quick else []
         if subprocess.run([sys.executable, str(HERE / script), *args]).returncode:
             failed.append(script)
     print("\nall goals met" if not failed else f"\ngoals missed in: {', '.join(failed)}")
