@@ -4,7 +4,7 @@
 - **bits per byte** on the *Odyssey*'s test books (XXIII-XXIV, the split of
   ``scripts/train_odyssey.py``: the same bytes), each book read whole through the model's own
   caches in pieces of 512 tokens; and on text it cannot have read in training, the book's own
-  prose (the markdown of three chapters, written in 2026);
+  prose (the markdown of three chapters, written in 2026, its first 40,000 bytes);
 - **attention sinks**: the mass each head of each layer puts on the first token (``<bos>``),
   on 8 held-out passages of 512 tokens;
 - **StreamingLLM** (Xiao et al., 2024): the first 4,096 tokens of the test books read a piece
@@ -22,7 +22,7 @@
 
 Usage::
 
-    python scripts/gemma_measure.py [--quick]
+    python scripts/gemma_measure.py [--quick] [--resume]
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ DATA = ROOT / "data"
 OUT = DATA / "gemma3" / "results.json"
 PROSE_CHAPTERS = ("03_scaled_dot_product_attention", "induction_heads", "11_inference")
 WINDOW, SINKS, PIECE = 512, 4, 64
+PROSE_BYTES = 40_000
 LENGTHS, DEPTHS, KEYS = (512, 1024, 2048, 4096), (0.1, 0.5, 0.9), 2
 
 
@@ -53,13 +54,29 @@ def test_books() -> list[str]:
     return list(read_books(DATA / "odyssey.txt").values())[22:]
 
 
-def book_prose() -> str:
-    """The markdown cells of three chapters of this book, joined by blank lines."""
-    cells = []
+def odyssey_ids(tok) -> list[int]:
+    """The test books' ids, ``<bos>`` before each book."""
+    return [i for book in test_books() for i in tok.encode(book)]
+
+
+def filler_ids(tok) -> list[int]:
+    """The pass-key filler: Odyssey books I and II (no ``<bos>``)."""
+    return tok.encode("\n\n".join(list(read_books(DATA / "odyssey.txt").values())[:2]), False)
+
+
+def book_prose(limit: int = PROSE_BYTES) -> str:
+    """The markdown cells of three chapters of this book, joined by blank lines, up to the last
+    whole cell within ``limit`` bytes."""
+    text = ""
     for name in PROSE_CHAPTERS:
         nb = json.loads((ROOT / "chapters" / f"{name}.ipynb").read_text(encoding="utf-8"))
-        cells += ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
-    return "\n\n".join(cells)
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "markdown":
+                more = (text + "\n\n" if text else "") + "".join(cell["source"])
+                if len(more.encode("utf-8")) > limit:
+                    return text
+                text = more
+    return text
 
 
 def caches(model, global_cache=None) -> ModelCache:
@@ -172,10 +189,12 @@ def passkey(model, tok, filler: list[int], lengths=LENGTHS, depths=DEPTHS, keys=
                 key = "".join(str(d) for d in torch.randint(0, 10, (5,), generator=g).tolist())
                 offset = 1000 * trial
                 ids, answer = passkey_prompt(tok, filler[offset:], length, depth, key)
-                for way, g_cache in (("all layers", None), ("no global", RollingCache)):
+                for way in ("all layers", "no global"):
                     if way == "no global" and length <= WINDOW:
                         continue  # the same computation: every layer sees everything
-                    make = None if g_cache is None else (lambda: RollingCache(WINDOW))
+                    # no global: the global layers keep the last 512 tokens too (a SinkCache
+                    # without sinks, the cache that may stand in for a global layer's)
+                    make = None if way == "all layers" else (lambda: SinkCache(WINDOW, sinks=0))
                     cache = caches(model, make)
                     read(model, ids[: answer[0] - 1], cache, WINDOW, score=False)
                     # the question's last token and the answer's tokens but the last
@@ -201,13 +220,17 @@ def passkey(model, tok, filler: list[int], lengths=LENGTHS, depths=DEPTHS, keys=
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run; writes nothing")
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the measurements an unfinished run wrote"
+    )
     args = parser.parse_args(argv)
+    old = json.loads(OUT.read_text(encoding="utf-8")) if args.resume and OUT.exists() else {}
     torch.set_num_threads(min(2, torch.get_num_threads()))
     start = time.time()
     model, tok = gemma3.load_gemma3()
     books = test_books()
-    ids = [i for book in books for i in tok.encode(book)]  # <bos> before each book
-    filler = tok.encode("\n\n".join(list(read_books(DATA / "odyssey.txt").values())[:2]), False)
+    ids = odyssey_ids(tok)
+    filler = filler_ids(tok)
     results = {"model": "Gemma 3 270M, Q4_K_M dequantized to float32", "gguf": gemma3.GGUF_SHA256}
     if args.quick:
         print(passkey(model, tok, filler, lengths=(512,), depths=(0.5,), keys=1))
@@ -216,10 +239,14 @@ def main(argv=None) -> None:
     timings = {}
 
     def step(name, fn):
+        if args.resume and name in old:
+            results[name], timings[name] = old[name], old["seconds"][name]
+            return
         t = time.time()
         results[name] = fn()
         timings[name] = round(time.time() - t, 1)
         print(f"{name}: {timings[name]} s", flush=True)
+        write(results | {"seconds": timings, "complete": False})  # a crash keeps what is done
 
     step("bpb_odyssey_test", lambda: bits_per_byte(model, tok, books))
     step("bpb_book_prose", lambda: bits_per_byte(model, tok, [book_prose()]))
@@ -229,11 +256,15 @@ def main(argv=None) -> None:
     step("streaming", lambda: streaming(model, ids[:4096]))
     step("induction", lambda: induction(model))
     step("passkey", lambda: passkey(model, tok, filler))
-    results["seconds"] = timings | {"total": round(time.time() - start, 1)}
+    results["seconds"] = timings | {"total": round(sum(timings.values()), 1)}
     results["machine"] = f"{platform.machine()}, {torch.get_num_threads()} threads"
+    write(results | {"complete": True})
+    print(f"wrote {OUT} in {time.time() - start:.0f} s")
+
+
+def write(results: dict) -> None:
     with atomic_path(OUT) as tmp:
         tmp.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {OUT} in {time.time() - start:.0f} s")
 
 
 if __name__ == "__main__":
