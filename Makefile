@@ -8,7 +8,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 
 .PHONY: help env book test unittest nbval nbval-portable nbval-threads gpu-check lint sitetest chromium \
-    execute clean distclean odyssey-lm recall lr-stability pointer-heads induction-model texts \
+    execute clean distclean odyssey-lm gemma3-results recall lr-stability pointer-heads induction-model texts \
     lock colab-cells dates exercises exercises-solutions
 
 help:  ## this list
@@ -155,6 +155,10 @@ texts: env  ## rewrite data/odyssey.txt and data/iliad.txt from data/raw/
 # each (deterministic: seeded draws), and writes data/odyssey_lm/ atomically.
 odyssey-lm: env  ## retrain the Odyssey models into data/odyssey_lm/ (54 runs, 5.5 h)
 	$(BIN)/python scripts/train_odyssey.py --jobs $(JOBS)
+
+# Gemma 3 270M measured for "A real decoder" (tests/test_gemma3_results.py replays parts).
+gemma3-results: env  ## measure Gemma 3 270M into data/gemma3/results.json (8 min, 2 threads)
+	$(BIN)/python scripts/gemma_measure.py
 
 # Five token mixers, memories of several sizes, one thread (tests/test_recall.py replays it).
 recall: env  ## retrain the recall benchmark's 17 models into data/recall/ (40 min)
