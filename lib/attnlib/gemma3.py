@@ -18,7 +18,6 @@ not the bfloat16 original.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -27,6 +26,7 @@ from pathlib import Path
 import torch
 
 from attnlib._util import as_path, atomic_path
+from attnlib.pretrained import _gemma3_model, _gemma3_state, _sha256
 
 __all__ = [
     "GGUF_NAME",
@@ -89,14 +89,6 @@ def cache_folder() -> Path:
     folder = Path(folder).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _check_hash(path: Path, expected: str, what: str, fix: str) -> None:
@@ -252,8 +244,6 @@ def _convert() -> None:
     vocabulary and weights' sha256 (JSON) in the cache, each written whole or not at all."""
     from safetensors.torch import save_file  # lazy
 
-    from attnlib.pretrained import _gemma3_model, _gemma3_state
-
     weights, meta = _converted()
     config, state_dict, vocab = read_gguf()
     with torch.device("meta"):
@@ -362,7 +352,6 @@ def load_gemma3(*, verify: bool = True):
     """
     from safetensors.torch import load_file  # lazy
 
-    from attnlib.pretrained import _gemma3_model
     from attnlib.sentencepiece import SentencePieceTokenizer
 
     info = _info()
