@@ -120,7 +120,8 @@ class SentencePieceTokenizer:
         vocab: the pieces, ``vocab[id]`` (whitespace pieces respelled with ``▁``).
         scores: the scores, ``scores[id]``.
         types: the types, ``types[id]``.
-        bos_id, eos_id, unk_id, pad_id: the special ids (``int`` or ``None``).
+        bos_id: the id of ``<bos>`` (``int`` or ``None``); ``eos_id``, ``unk_id`` and ``pad_id``
+            likewise.
 
     Raises:
         TypeError: if ``pieces``, ``scores`` or ``types`` is not a list, or an item has the wrong
