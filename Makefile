@@ -9,7 +9,7 @@ SHELL := bash
 
 .PHONY: help env book test unittest nbval nbval-portable nbval-threads gpu-check lint sitetest chromium \
     execute clean distclean odyssey-lm gemma3-results recall lr-stability pointer-heads induction-model texts \
-    lock colab-cells dates exercises exercises-solutions
+    lock colab-cells dates exercises exercises-strict exercises-solutions
 
 help:  ## this list
 	@awk -F':.*## ' '/^[a-z-]+:.*## /{printf "make %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -63,7 +63,16 @@ unittest: env  ## only the unit, property and oracle tests, and the docstring ex
 
 # The exercises (lib/exercises, chapters/exercises.md); lib/exercises/test_checks.py checks
 # that the checks catch wrong solutions.
+# An unsolved stub fails its check: that is where a reader starts, not an error, so
+# `make exercises` lists them and exits 0 (pytest's 1, "some failed"); `exercises-strict`
+# exits 1 while one is not right. Any other failure of pytest (2-5) is passed on.
 exercises: env  ## check your lib/exercises/stubs.py: one line per exercise not right yet
+	@rc=0; $(BIN)/pytest lib/exercises/test_exercises.py -q --tb=line -rN -n 0 || rc=$$?; \
+	if [ $$rc -eq 1 ]; then echo "exercises: the lines above are the exercises not right yet" \
+	    "(each stub fails until you solve it); \`make exercises-strict\` exits 1 on them"; \
+	elif [ $$rc -ne 0 ]; then exit $$rc; else echo "exercises: every exercise is right"; fi
+
+exercises-strict: env  ## as exercises, but exit 1 while one is not right
 	$(BIN)/pytest lib/exercises/test_exercises.py -q --tb=line -rN -n 0
 
 exercises-solutions: env  ## the exercises' checks on the book's solutions
